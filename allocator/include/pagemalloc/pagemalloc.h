@@ -1,0 +1,78 @@
+/*
+ * pagemalloc — the public C API.
+ *
+ * Every function carries the pm_ prefix. The standard functions behave as glibc's; the
+ * extended *allocx functions follow jemalloc's non-standard API, and their flags are encoded
+ * exactly as jemalloc encodes MALLOCX_*, so code written for jemalloc ports by renaming.
+ *
+ *   flags = PM_ALIGN(a) | PM_ZERO            a: a power of two; lg of it in the low 6 bits
+ *
+ * Errors: allocation failure returns NULL with errno = ENOMEM; a bad alignment returns NULL
+ * (EINVAL from pm_posix_memalign). Misuse (double free, foreign pointer, wrong size to
+ * pm_sdallocx) aborts with a message naming the call and the pointer where detected.
+ */
+#ifndef PAGEMALLOC_PAGEMALLOC_H
+#define PAGEMALLOC_PAGEMALLOC_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Flags of the *allocx calls (the values of jemalloc's MALLOCX_*). These are macros because
+ * C callers need them in constant expressions. */
+#define PM_LG_ALIGN(lg) ((int)(lg))
+#define PM_ALIGN(a) ((int)(__builtin_ffsll((long long)(a)) - 1))
+#define PM_ZERO ((int)0x40)
+#define PM_ARENA(i) ((int)(((unsigned)(i) + 1) << 20))
+
+/* standard */
+void* pm_malloc(size_t size);
+void* pm_calloc(size_t count, size_t size);
+void* pm_realloc(void* ptr, size_t size);
+void pm_free(void* ptr);
+int pm_posix_memalign(void** out, size_t alignment, size_t size);
+void* pm_aligned_alloc(size_t alignment, size_t size);
+void* pm_memalign(size_t alignment, size_t size);
+size_t pm_malloc_usable_size(const void* ptr);
+
+/* extended (jemalloc semantics) */
+void* pm_mallocx(size_t size, int flags);
+void* pm_rallocx(void* ptr, size_t size, int flags);
+size_t pm_xallocx(void* ptr, size_t size, size_t extra, int flags);
+size_t pm_sallocx(const void* ptr, int flags);
+void pm_dallocx(void* ptr, int flags);
+void pm_sdallocx(void* ptr, size_t size, int flags);
+size_t pm_nallocx(size_t size, int flags);
+
+/* introspection */
+typedef struct pm_stats {
+  size_t allocated;         /* bytes in live blocks (usable sizes) */
+  size_t active;            /* bytes of pages holding live blocks (slabs, runs, huge) */
+  size_t mapped;            /* bytes mapped from the OS and not yet released */
+  size_t dirty;             /* bytes of free pages still resident (returned after the decay) */
+  size_t retained;          /* bytes of free pages returned to the OS, address space kept */
+  size_t copied;            /* bytes copied by reallocation, since start */
+  size_t grown_in_place;    /* reallocations that grew a block without moving it */
+  size_t moved;             /* reallocations that moved a block (by copy or by remapping) */
+  size_t purged;            /* bytes returned to the OS by the decay, since start */
+} pm_stats;
+
+/* Fills *out with a consistent snapshot of the statistics. */
+void pm_stats_get(pm_stats* out);
+/* Writes the statistics as text (json == 0) or as one JSON object (json != 0) to the file
+ * descriptor fd (2 for stderr). */
+void pm_stats_print(int fd, int json);
+/* Returns freed pages to the OS now, ignoring the decay. */
+void pm_purge(void);
+
+/* Control: read (old != NULL) and/or set (new_value != NULL) an option by name.
+ * Names: "decay_ms" (long), "checks" (int). Returns 0, or EINVAL for an unknown name. */
+int pm_ctl(const char* name, long* old_value, const long* new_value);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PAGEMALLOC_PAGEMALLOC_H */

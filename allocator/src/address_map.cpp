@@ -1,0 +1,34 @@
+// The address map's leaves are mapped on demand; two threads racing to map the same leaf
+// keep the first and unmap the other.
+#include "address_map.h"
+
+#include <sys/mman.h>
+
+namespace pagemalloc {
+
+bool AddressMap::set(const void* address, std::uintptr_t value) {
+  auto key = reinterpret_cast<std::uintptr_t>(address) >> kLgChunkSize;
+  if ((key >> (kRootBits + kLeafBits)) != 0) return false;
+  auto& slot = root_[key >> kLeafBits];
+  Leaf* leaf = slot.load(std::memory_order_acquire);
+  if (leaf == nullptr) {
+    void* mem = ::mmap(nullptr, sizeof(Leaf), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED) return false;
+    auto* fresh = static_cast<Leaf*>(mem);
+    if (slot.compare_exchange_strong(leaf, fresh, std::memory_order_acq_rel)) {
+      leaf = fresh;
+    } else {
+      ::munmap(mem, sizeof(Leaf));
+    }
+  }
+  leaf->entries[key & (kLeafSize - 1)].store(value, std::memory_order_release);
+  return true;
+}
+
+AddressMap& address_map() {
+  static constinit AddressMap map;
+  return map;
+}
+
+}  // namespace pagemalloc

@@ -1,0 +1,58 @@
+// The address map: for every 2 MiB granule of the address space, who owns it.
+//
+// An entry is 0 (not pagemalloc's), an arena chunk (tagged pointer to its arena) or the first
+// or last granule of a huge extent (tagged pointer to its record). A two-level radix tree over
+// the 48-bit address space: the root is static, leaves (128 KiB, one per 32 GiB) are mapped
+// on first use and never freed. Reads take no lock.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "pagemap/pages.h"
+
+namespace pagemalloc {
+
+class AddressMap {
+ public:
+  enum Tag : std::uintptr_t { kArenaChunk = 1, kHuge = 2 };
+  static constexpr std::uintptr_t kTagMask = 3;
+
+  constexpr AddressMap() = default;
+
+  [[nodiscard]] std::uintptr_t get(const void* address) const {
+    auto key = reinterpret_cast<std::uintptr_t>(address) >> kLgChunkSize;
+    if ((key >> (kRootBits + kLeafBits)) != 0) return 0;
+    Leaf* leaf = root_[key >> kLeafBits].load(std::memory_order_acquire);
+    if (leaf == nullptr) return 0;
+    return leaf->entries[key & (kLeafSize - 1)].load(std::memory_order_acquire);
+  }
+
+  // False when the leaf could not be mapped.
+  bool set(const void* address, std::uintptr_t value);
+
+  static std::uintptr_t tag(const void* owner, Tag t) {
+    return reinterpret_cast<std::uintptr_t>(owner) | t;
+  }
+  static Tag tag_of(std::uintptr_t v) { return Tag(v & kTagMask); }
+  template <class T>
+  static T* owner_of(std::uintptr_t v) {
+    return reinterpret_cast<T*>(v & ~kTagMask);
+  }
+
+ private:
+  static constexpr unsigned kRootBits = 13;
+  static constexpr unsigned kLeafBits = 48 - kLgChunkSize - kRootBits;
+  static constexpr std::size_t kLeafSize = std::size_t{1} << kLeafBits;
+  struct Leaf {
+    std::atomic<std::uintptr_t> entries[kLeafSize];
+  };
+
+  std::atomic<Leaf*> root_[std::size_t{1} << kRootBits] = {};
+};
+
+// The process's one address map.
+AddressMap& address_map();
+
+}  // namespace pagemalloc

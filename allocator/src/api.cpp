@@ -1,0 +1,126 @@
+// The pm_ C API: argument checks and errno, then the heap. Each entry point names itself in
+// misuse reports.
+#include <cerrno>
+#include <cstdint>
+
+#include "config.h"
+#include "flags.h"
+#include "heap.h"
+#include "pagemalloc/pagemalloc.h"
+
+using pagemalloc::decode_flags;
+using pagemalloc::heap;
+
+namespace {
+
+constexpr bool is_power_of_two(std::size_t a) { return a != 0 && (a & (a - 1)) == 0; }
+
+void* aligned_or_einval(std::size_t alignment, std::size_t size) {
+  if (!is_power_of_two(alignment)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return heap().allocate(size, alignment, false);
+}
+
+}  // namespace
+
+extern "C" {
+
+void* pm_malloc(size_t size) { return heap().allocate(size, 1, false); }
+
+void* pm_calloc(size_t count, size_t size) {
+  size_t total = 0;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return heap().allocate(total, 1, true);
+}
+
+void* pm_realloc(void* ptr, size_t size) {
+  if (ptr == nullptr) return heap().allocate(size, 1, false);
+  if (size == 0) {  // as glibc: free, and return NULL
+    heap().deallocate(ptr, "pm_realloc");
+    return nullptr;
+  }
+  return heap().reallocate(ptr, size, 1, false, "pm_realloc");
+}
+
+void pm_free(void* ptr) { heap().deallocate(ptr, "pm_free"); }
+
+int pm_posix_memalign(void** out, size_t alignment, size_t size) {
+  if (!is_power_of_two(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
+  const int saved = errno;
+  void* p = heap().allocate(size, alignment, false);
+  errno = saved;
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+void* pm_aligned_alloc(size_t alignment, size_t size) { return aligned_or_einval(alignment, size); }
+
+void* pm_memalign(size_t alignment, size_t size) { return aligned_or_einval(alignment, size); }
+
+size_t pm_malloc_usable_size(const void* ptr) {
+  return heap().usable_size(ptr, "pm_malloc_usable_size");
+}
+
+void* pm_mallocx(size_t size, int flags) {
+  const auto f = decode_flags(flags);
+  return heap().allocate(size, f.align, f.zero);
+}
+
+void* pm_rallocx(void* ptr, size_t size, int flags) {
+  const auto f = decode_flags(flags);
+  if (ptr == nullptr) return heap().allocate(size, f.align, f.zero);
+  return heap().reallocate(ptr, size, f.align, f.zero, "pm_rallocx");
+}
+
+size_t pm_xallocx(void* ptr, size_t size, size_t extra, int flags) {
+  return heap().resize_in_place(ptr, size, extra, decode_flags(flags).zero, "pm_xallocx");
+}
+
+size_t pm_sallocx(const void* ptr, int) { return heap().usable_size(ptr, "pm_sallocx"); }
+
+void pm_dallocx(void* ptr, int) { heap().deallocate(ptr, "pm_dallocx"); }
+
+void pm_sdallocx(void* ptr, size_t size, int flags) {
+  heap().deallocate_sized(ptr, size, decode_flags(flags).align, "pm_sdallocx");
+}
+
+size_t pm_nallocx(size_t size, int flags) {
+  const auto where = pagemalloc::place(size, decode_flags(flags).align);
+  return where.kind == pagemalloc::BlockKind::Invalid ? 0 : where.usable;
+}
+
+void pm_stats_get(pm_stats* out) { heap().stats(*out); }
+
+void pm_purge(void) { heap().purge(); }
+
+int pm_ctl(const char* name, long* old_value, const long* new_value) {
+  auto& o = pagemalloc::options();
+  const std::string_view key = name == nullptr ? "" : name;
+  if (key == "decay_ms") {
+    if (old_value != nullptr) *old_value = o.decay_ms.load();
+    if (new_value != nullptr) {
+      if (*new_value < -1) return EINVAL;
+      o.decay_ms = *new_value;
+    }
+    return 0;
+  }
+  if (key == "checks") {
+    if (old_value != nullptr) *old_value = o.checks.load() ? 1 : 0;
+    if (new_value != nullptr) o.checks = *new_value != 0;
+    return 0;
+  }
+  return EINVAL;
+}
+
+}  // extern "C"
+
+// Statistics at exit, when PAGEMALLOC_CONF asks for them.
+__attribute__((destructor)) static void print_stats_at_exit() {
+  if (pagemalloc::options().stats_print.load()) pm_stats_print(2, 0);
+}

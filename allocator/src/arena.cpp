@@ -1,0 +1,169 @@
+// Arena: slabs and large runs over the selected run manager.
+#include "arena.h"
+
+#include <cstring>
+
+#include "clock.h"
+#include "config.h"
+#include "diagnostics.h"
+
+namespace pagemalloc {
+
+void* Arena::alloc_small(unsigned size_class) {
+  LockGuard guard(lock_);
+  Bin& bin = bins_[size_class];
+  Slab* slab = bin.current;
+  if (slab == nullptr || slab->free_count == 0) [[unlikely]] {
+    slab = next_slab(bin, size_class);
+    if (slab == nullptr) return nullptr;
+  }
+  allocated_ += kSizeClasses[size_class].size;
+  return slab->take();
+}
+
+void Arena::free_small(Slab* slab, void* p, const char* call) {
+  const SizeClass& sc = kSizeClasses[slab->size_class];
+  const std::size_t offset = std::size_t(static_cast<std::byte*>(p) - slab->base);
+  const std::uint32_t index = region_index(sc, offset);
+  if (std::size_t(index) * sc.size != offset || index >= sc.regions) [[unlikely]]
+    report_misuse(call, p, "not the start of a block");
+  LockGuard guard(lock_);
+  if (slab->is_free(index)) [[unlikely]] {
+    lock_.unlock();
+    report_misuse(call, p, "double free");
+  }
+  slab->give_back(index);
+  allocated_ -= sc.size;
+  Bin& bin = bins_[slab->size_class];
+  if (slab == bin.current) return;
+  if (slab->empty()) {
+    if (slab->listed) bin.partial.remove(slab);
+    release_slab(slab);
+  } else if (!slab->listed) {
+    bin.partial.push_front(slab);
+    slab->listed = true;
+  }
+}
+
+// Requires: lock_ held; bin.current is null or full.
+Slab* Arena::next_slab(Bin& bin, unsigned size_class) {
+  if (Slab* s = bin.partial.front()) {
+    bin.partial.remove(s);
+    s->listed = false;
+    bin.current = s;
+    return s;
+  }
+  tick();
+  const SizeClass& sc = kSizeClasses[size_class];
+  Slab* slab = slab_pool_.acquire();
+  if (slab == nullptr) return nullptr;
+  AllocatedRun r = runs_.alloc(PageCount(sc.slab_pages));
+  if (!r.run) {
+    slab_pool_.release(slab);
+    return nullptr;
+  }
+  slab->init(r.run.base(), size_class);
+  for (std::size_t i = 0; i < sc.slab_pages; ++i)
+    page_entry(r.run.chunk, r.run.first + PageCount(i)) = PageEntry::slab(slab, size_class);
+  active_pages_ += sc.slab_pages;
+  bin.current = slab;
+  return slab;
+}
+
+// Requires: lock_ held; slab is empty and on no list.
+void Arena::release_slab(Slab* slab) {
+  const SizeClass& sc = kSizeClasses[slab->size_class];
+  Run run = Run::at(slab->base, PageCount(sc.slab_pages));
+  for (std::size_t i = 0; i < sc.slab_pages; ++i)  // a later free of any region: double free
+    page_entry(run.chunk, run.first + PageCount(i)) = PageEntry::free(run.pages, true);
+  tick();
+  runs_.free(run);
+  active_pages_ -= sc.slab_pages;
+  slab_pool_.release(slab);
+}
+
+void* Arena::alloc_large(std::size_t bytes, std::size_t align, bool& zeroed) {
+  const PageCount pages = PageCount::covering(bytes);
+  const PageCount extra(align > kPageSize ? align / kPageSize - 1 : 0);
+  LockGuard guard(lock_);
+  tick();
+  AllocatedRun r = runs_.alloc(pages + extra);
+  if (!r.run) return nullptr;
+  zeroed = r.zeroed;
+  const auto base = reinterpret_cast<std::uintptr_t>(r.run.base());
+  const std::uintptr_t aligned = (base + align - 1) & ~(std::uintptr_t(align) - 1);
+  const PageCount lead((aligned - base) >> kLgPageSize);
+  const Run block{r.run.chunk, r.run.first + lead, pages};
+  // The block's first entry is written before the lead is freed: coalescing the lead reads it.
+  page_entry(block.chunk, block.first) = PageEntry::large(pages);
+  if (extra.value() != 0) {
+    runs_.shrink_in_place(r.run, lead + pages);
+    if (lead.value() != 0) runs_.free(Run{r.run.chunk, r.run.first, lead});
+  }
+  allocated_ += pages.bytes();
+  active_pages_ += pages.value();
+  return block.base();
+}
+
+void Arena::free_large(void* p, PageCount pages) {
+  LockGuard guard(lock_);
+  Run run = Run::at(p, pages);
+  page_entry(run.chunk, run.first) = PageEntry::free(pages, true);  // marks a double free
+  tick();
+  runs_.free(run);
+  allocated_ -= pages.bytes();
+  active_pages_ -= pages.value();
+}
+
+bool Arena::resize_large(void* p, PageCount pages, PageCount want) {
+  LockGuard guard(lock_);
+  Run run = Run::at(p, pages);
+  tick();
+  if (want > pages) {
+    if (!runs_.grow_in_place(run, want)) return false;
+    allocated_ += (want - pages).bytes();
+    active_pages_ += (want - pages).value();
+  } else if (want < pages) {
+    runs_.shrink_in_place(run, want);
+    allocated_ -= (pages - want).bytes();
+    active_pages_ -= (pages - want).value();
+  }
+  page_entry(run.chunk, run.first) = PageEntry::large(want);
+  return true;
+}
+
+// Requires: lock_ held.
+void Arena::tick() {
+  const long decay = options().decay_ms.load(std::memory_order_relaxed);
+  if (decay < 0) return;
+  const std::uint64_t now = now_ms();
+  runs_.advance_clock(now);
+  if (decay == 0 || now - last_purge_ms_ >= std::uint64_t(decay) / 4) {
+    purged_pages_ += runs_.purge(std::uint64_t(decay)).value();
+    last_purge_ms_ = now;
+  }
+}
+
+void Arena::purge_all() {
+  LockGuard guard(lock_);
+  runs_.advance_clock(now_ms());
+  purged_pages_ += runs_.purge(0).value();
+}
+
+ArenaStats Arena::stats() {
+  LockGuard guard(lock_);
+  return ArenaStats{allocated_,
+                    active_pages_,
+                    runs_.chunks(),
+                    runs_.dirty_pages().value(),
+                    runs_.free_pages().value(),
+                    purged_pages_,
+                    slab_pool_.mapped_bytes()};
+}
+
+const char* Arena::check_invariants() {
+  LockGuard guard(lock_);
+  return runs_.check_invariants();
+}
+
+}  // namespace pagemalloc

@@ -1,0 +1,39 @@
+// The OS layer an arena's run manager uses: Linux mmap, plus a record in the address map of
+// every chunk it reserves, so that free() can tell an arena's pointer from a foreign one.
+#pragma once
+
+#include <cstddef>
+
+#include "address_map.h"
+#include "pagemap/pal_linux.h"
+
+namespace pagemalloc {
+
+class ChunkPal {
+ public:
+  constexpr explicit ChunkPal(const void* arena) : arena_(arena) {}
+
+  void* reserve(std::size_t bytes, std::size_t align) {
+    void* p = os_.reserve(bytes, align);
+    if (p != nullptr && !address_map().set(p, AddressMap::tag(arena_, AddressMap::kArenaChunk))) {
+      os_.release(p, bytes);
+      return nullptr;
+    }
+    return p;
+  }
+  void release(void* p, std::size_t bytes) {
+    address_map().set(p, 0);
+    os_.release(p, bytes);
+  }
+  void decommit(void* p, std::size_t bytes) { os_.decommit(p, bytes); }
+  bool grow(void* p, std::size_t old_bytes, std::size_t new_bytes) {
+    return os_.grow(p, old_bytes, new_bytes);
+  }
+
+ private:
+  const void* arena_;
+  LinuxPal os_;
+};
+static_assert(Pal<ChunkPal>);
+
+}  // namespace pagemalloc

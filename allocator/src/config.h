@@ -1,0 +1,41 @@
+// Run-time options, read once from PAGEMALLOC_CONF ("key:value,key:value", as jemalloc's
+// MALLOC_CONF) and adjustable through pm_ctl().
+//
+//   decay_ms       how long freed pages stay resident before they go back to the OS
+//                  (default 10000; 0 returns them at once; -1 never)
+//   checks         full misuse detection (default off, or on with -DPAGEMALLOC_CHECKS=ON)
+//   stats_print    print the statistics to stderr at exit
+//   deterministic  the same call sequence gives the same layout on every run
+//   narenas        number of arenas
+//
+// An unknown key or a bad value gets one warning on stderr and is ignored.
+#pragma once
+
+#include <atomic>
+#include <string_view>
+
+namespace pagemalloc {
+
+#ifdef PAGEMALLOC_CHECKS
+inline constexpr bool kChecksByDefault = true;
+#else
+inline constexpr bool kChecksByDefault = false;
+#endif
+
+struct Options {
+  std::atomic<long> decay_ms{10000};
+  std::atomic<bool> checks{kChecksByDefault};
+  std::atomic<bool> stats_print{false};
+  std::atomic<bool> deterministic{false};
+  std::atomic<long> narenas{1};
+};
+
+Options& options();
+
+// Applies "key:value,..." to options(); warns once per bad entry.
+void apply_conf(std::string_view conf);
+
+// Reads PAGEMALLOC_CONF once (later calls return at once).
+void load_conf_from_environment();
+
+}  // namespace pagemalloc

@@ -1,0 +1,217 @@
+// The heap's operations: allocation by placement, classification of pointers, reallocation
+// in place (runs and huge extents) before moving, and moving by remapping before copying.
+#include "heap.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "address_map.h"
+#include "config.h"
+#include "diagnostics.h"
+#include "pagemalloc/pagemalloc.h"
+
+namespace pagemalloc {
+namespace {
+
+template <class T>
+union NoDestroy {
+  constexpr NoDestroy() : value() {}
+  ~NoDestroy() {}
+  T value;
+};
+
+constinit NoDestroy<Heap> the_heap;
+
+void* out_of_memory() {
+  errno = ENOMEM;
+  return nullptr;
+}
+
+bool is_aligned(const void* p, std::size_t align) {
+  return (reinterpret_cast<std::uintptr_t>(p) & (align - 1)) == 0;
+}
+
+}  // namespace
+
+Heap& heap() {
+  load_conf_from_environment();
+  return the_heap.value;
+}
+
+void* Heap::allocate(std::size_t size, std::size_t align, bool zero) {
+  const Placement where = place(size, align);
+  void* p = nullptr;
+  bool zeroed = false;
+  switch (where.kind) {
+    case BlockKind::Small:
+      p = arena_.alloc_small(where.size_class);
+      break;
+    case BlockKind::Large:
+      p = arena_.alloc_large(size, align, zeroed);
+      break;
+    case BlockKind::Huge:
+      p = huge_.alloc(size == 0 ? 1 : size, align, zeroed);
+      break;
+    case BlockKind::Invalid:
+      break;
+  }
+  if (p == nullptr) return out_of_memory();
+  if (zero && !zeroed) std::memset(p, 0, where.usable);
+  return p;
+}
+
+Heap::Block Heap::locate(const void* p, const char* call) {
+  if (is_chunk_aligned(p)) {
+    std::size_t usable = huge_.usable_size(p);
+    if (usable == 0) {
+      bool ours = AddressMap::tag_of(address_map().get(p)) == AddressMap::kHuge;
+      report_misuse(call, p, ours ? "not a live block (already freed?)" : "not allocated by pagemalloc");
+    }
+    return {BlockKind::Huge, usable, 0};
+  }
+  std::byte* chunk = chunk_base_of(p);
+  if (AddressMap::tag_of(address_map().get(chunk)) != AddressMap::kArenaChunk)
+    report_misuse(call, p, "not allocated by pagemalloc");
+  PageEntry e = page_entry(chunk, page_index_of(p));
+  switch (e.kind()) {
+    case PageKind::Slab: {
+      const auto* slab = static_cast<const Slab*>(e.slab_descriptor());
+      const SizeClass& sc = kSizeClasses[slab->size_class];
+      std::size_t offset = std::size_t(static_cast<const std::byte*>(p) - slab->base);
+      if (std::size_t(region_index(sc, offset)) * sc.size != offset)
+        report_misuse(call, p, "not the start of a block");
+      return {BlockKind::Small, sc.size, slab->size_class};
+    }
+    case PageKind::Large:
+      if (!is_aligned(p, kPageSize)) report_misuse(call, p, "not the start of a block");
+      return {BlockKind::Large, e.pages().bytes(), 0};
+    case PageKind::Free:
+      report_misuse(call, p, "not a live block (already freed?)");
+    default:
+      report_misuse(call, p, "not the start of a block");
+  }
+}
+
+void Heap::deallocate(void* p, const char* call) {
+  if (p == nullptr) return;
+  if (is_chunk_aligned(p)) return huge_.free(p, call);
+  std::byte* chunk = chunk_base_of(p);
+  if (AddressMap::tag_of(address_map().get(chunk)) != AddressMap::kArenaChunk) [[unlikely]]
+    report_misuse(call, p, "not allocated by pagemalloc");
+  PageEntry e = page_entry(chunk, page_index_of(p));
+  if (e.kind() == PageKind::Slab) [[likely]]
+    return arena_.free_small(static_cast<Slab*>(e.slab_descriptor()), p, call);
+  if (e.kind() == PageKind::Large && is_aligned(p, kPageSize))
+    return arena_.free_large(p, e.pages());
+  report_misuse(call, p, e.kind() == PageKind::Free ? "double free" : "not the start of a block");
+}
+
+void Heap::deallocate_sized(void* p, std::size_t size, std::size_t align, const char* call) {
+  if (p == nullptr) return;
+  if (options().checks.load(std::memory_order_relaxed)) {
+    Block b = locate(p, call);
+    if (place(size, align).usable != b.usable) report_size_mismatch(call, p, size, b.usable);
+  }
+  deallocate(p, call);
+}
+
+std::size_t Heap::usable_size(const void* p, const char* call) {
+  return p == nullptr ? 0 : locate(p, call).usable;
+}
+
+void* Heap::reallocate(void* p, std::size_t size, std::size_t align, bool zero, const char* call) {
+  const Block old = locate(p, call);
+  const Placement want = place(size, align);
+  if (want.kind == BlockKind::Invalid) return out_of_memory();
+  auto* bytes = static_cast<std::byte*>(p);
+  auto zero_grown = [&](std::size_t new_usable) {
+    if (zero && new_usable > old.usable) std::memset(bytes + old.usable, 0, new_usable - old.usable);
+  };
+  if (is_aligned(p, align) && want.kind == old.kind) {
+    switch (old.kind) {
+      case BlockKind::Small:
+        if (want.size_class == old.size_class) return p;
+        break;
+      case BlockKind::Large:
+        if (want.usable == old.usable) return p;
+        if (arena_.resize_large(p, PageCount::covering(old.usable), PageCount::covering(size))) {
+          zero_grown(want.usable);
+          if (want.usable > old.usable) grown_in_place_.fetch_add(1, std::memory_order_relaxed);
+          return p;
+        }
+        break;
+      case BlockKind::Huge:
+        if (huge_.resize_in_place(p, size)) {
+          zero_grown(want.usable);
+          if (want.usable > old.usable) grown_in_place_.fetch_add(1, std::memory_order_relaxed);
+          return p;
+        }
+        if (align <= kChunkSize) {
+          if (void* q = huge_.remap(p, size)) {
+            bytes = static_cast<std::byte*>(q);
+            zero_grown(want.usable);
+            return q;
+          }
+        }
+        break;
+      case BlockKind::Invalid:
+        break;
+    }
+  }
+  void* q = allocate(size, align, zero);
+  if (q == nullptr) return nullptr;
+  const std::size_t keep = old.usable < size ? old.usable : size;
+  std::memcpy(q, p, keep);
+  deallocate(p, call);
+  copied_.fetch_add(keep, std::memory_order_relaxed);
+  moved_by_copy_.fetch_add(1, std::memory_order_relaxed);
+  return q;
+}
+
+std::size_t Heap::resize_in_place(void* p, std::size_t size, std::size_t extra, bool zero,
+                                  const char* call) {
+  const Block old = locate(p, call);
+  if (old.kind == BlockKind::Small) return old.usable;
+  // Aim for size + extra; failing that (growth only), for size.
+  const std::size_t most = size + extra < size || size + extra > kMaxRequest ? kMaxRequest
+                                                                            : size + extra;
+  const std::size_t least = size == 0 ? 1 : size;
+  std::size_t result = old.usable;
+  if (old.kind == BlockKind::Large) {
+    const PageCount have = PageCount::covering(old.usable);
+    const PageCount hi = std::min(PageCount::covering(most), kMaxRunPages);
+    const PageCount lo = std::min(PageCount::covering(least), kMaxRunPages);
+    if (hi != have && arena_.resize_large(p, have, hi)) result = hi.bytes();
+    else if (hi > have && lo > have && arena_.resize_large(p, have, lo)) result = lo.bytes();
+  } else if (PageCount::covering(most).bytes() != old.usable) {
+    if (huge_.resize_in_place(p, most) || (least > old.usable && huge_.resize_in_place(p, least)))
+      result = huge_.usable_size(p);
+  }
+  if (result > old.usable) {
+    grown_in_place_.fetch_add(1, std::memory_order_relaxed);
+    if (zero) std::memset(static_cast<std::byte*>(p) + old.usable, 0, result - old.usable);
+  }
+  return result;
+}
+
+void Heap::purge() {
+  arena_.purge_all();
+  huge_.purge_all();
+}
+
+void Heap::stats(pm_stats& out) {
+  const ArenaStats a = arena_.stats();
+  const HugeStats h = huge_.stats();
+  out.allocated = a.allocated + h.allocated;
+  out.active = a.active_pages * kPageSize + h.allocated;
+  out.mapped = a.chunks * kChunkSize + h.mapped + a.metadata + h.metadata;
+  out.dirty = a.dirty_pages * kPageSize + h.cached;
+  out.retained = (a.free_pages - a.dirty_pages) * kPageSize;
+  out.copied = copied_.load(std::memory_order_relaxed);
+  out.grown_in_place = grown_in_place_.load(std::memory_order_relaxed);
+  out.moved = moved_by_copy_.load(std::memory_order_relaxed) + h.moved;
+  out.purged = a.purged_pages * kPageSize + h.purged;
+}
+
+}  // namespace pagemalloc

@@ -1,0 +1,245 @@
+// Huge extents: carving, coalescing, growth in place and remapping.
+#include "huge.h"
+
+#include "address_map.h"
+#include "clock.h"
+#include "config.h"
+#include "diagnostics.h"
+#include "pagemap/pages.h"
+
+namespace pagemalloc {
+namespace {
+
+constexpr std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) & ~(to - 1); }
+
+std::byte* last_granule(const HugeExtent* e) { return e->base + e->reserved - kChunkSize; }
+
+}  // namespace
+
+// Requires: lock_ held. Points the extent's first and last granules at its record.
+void HugeManager::publish(HugeExtent* e) {
+  address_map().set(e->base, AddressMap::tag(e, AddressMap::kHuge));
+  address_map().set(last_granule(e), AddressMap::tag(e, AddressMap::kHuge));
+}
+
+void HugeManager::unpublish(HugeExtent* e) {
+  address_map().set(e->base, 0);
+  address_map().set(last_granule(e), 0);
+}
+
+HugeExtent* HugeManager::free_neighbour_after(const HugeExtent* e) {
+  std::uintptr_t v = address_map().get(e->base + e->reserved);
+  if (AddressMap::tag_of(v) != AddressMap::kHuge) return nullptr;
+  auto* n = AddressMap::owner_of<HugeExtent>(v);
+  return (!n->in_use && n->base == e->base + e->reserved) ? n : nullptr;
+}
+
+HugeExtent* HugeManager::free_neighbour_before(const HugeExtent* e) {
+  std::uintptr_t v = address_map().get(e->base - kChunkSize);
+  if (AddressMap::tag_of(v) != AddressMap::kHuge) return nullptr;
+  auto* n = AddressMap::owner_of<HugeExtent>(v);
+  return (!n->in_use && n->base + n->reserved == e->base) ? n : nullptr;
+}
+
+// Requires: lock_ held; e is not on the free list. Coalesces e with free neighbours and puts
+// the result at the young end of the free list.
+void HugeManager::add_free(HugeExtent* e) {
+  e->in_use = false;
+  cached_ += e->reserved;
+  if (HugeExtent* before = free_neighbour_before(e)) {
+    free_.remove(before);
+    unpublish(before);
+    unpublish(e);
+    before->reserved += e->reserved;
+    records_.release(e);
+    e = before;
+  }
+  if (HugeExtent* after = free_neighbour_after(e)) {
+    free_.remove(after);
+    unpublish(after);
+    unpublish(e);
+    e->reserved += after->reserved;
+    records_.release(after);
+  }
+  e->freed_at_ms = now_ms_;
+  publish(e);
+  free_.push_back(e);
+}
+
+// Requires: lock_ held; e live. Gives the extent's address space past `keep` bytes (a
+// multiple of kChunkSize) to the free list.
+void HugeManager::split_off_free_tail(HugeExtent* e, std::size_t keep) {
+  if (keep >= e->reserved) return;
+  HugeExtent* tail = records_.acquire();
+  if (tail == nullptr) return;  // keep the whole extent: nothing is lost
+  unpublish(e);
+  tail->base = e->base + keep;
+  tail->reserved = e->reserved - keep;
+  e->reserved = keep;
+  publish(e);
+  publish(tail);
+  add_free(tail);
+}
+
+void* HugeManager::alloc(std::size_t bytes, std::size_t align, bool& zeroed) {
+  const std::size_t reserved = round_up(bytes, kChunkSize);
+  LockGuard guard(lock_);
+  tick();
+  HugeExtent* best = nullptr;
+  if (align <= kChunkSize) {
+    for (HugeExtent* e = free_.front(); e != nullptr; e = e->next)
+      if (e->reserved >= reserved && (best == nullptr || e->reserved < best->reserved)) best = e;
+  }
+  if (best != nullptr) {
+    free_.remove(best);
+    cached_ -= best->reserved;
+    best->in_use = true;
+    split_off_free_tail(best, reserved);
+    zeroed = false;
+  } else {
+    best = records_.acquire();
+    if (best == nullptr) return nullptr;
+    void* p = os_.reserve(reserved, align > kChunkSize ? align : kChunkSize);
+    if (p == nullptr) {
+      records_.release(best);
+      return nullptr;
+    }
+    best->base = static_cast<std::byte*>(p);
+    best->reserved = reserved;
+    best->in_use = true;
+    mapped_ += reserved;
+    publish(best);
+    zeroed = true;
+  }
+  best->usable = round_up(bytes, kPageSize);
+  allocated_ += best->usable;
+  return best->base;
+}
+
+// Requires: lock_ held.
+HugeExtent* HugeManager::live_extent(const void* p) {
+  std::uintptr_t v = address_map().get(p);
+  if (AddressMap::tag_of(v) != AddressMap::kHuge) return nullptr;
+  auto* e = AddressMap::owner_of<HugeExtent>(v);
+  return (e->base == p && e->in_use) ? e : nullptr;
+}
+
+void HugeManager::free(void* p, const char* call) {
+  LockGuard guard(lock_);
+  HugeExtent* e = live_extent(p);
+  if (e == nullptr) {
+    std::uintptr_t v = address_map().get(p);
+    bool was_huge = AddressMap::tag_of(v) == AddressMap::kHuge &&
+                    AddressMap::owner_of<HugeExtent>(v)->base == p;
+    lock_.unlock();
+    report_misuse(call, p, was_huge ? "double free" : "not allocated by pagemalloc");
+  }
+  tick();
+  allocated_ -= e->usable;
+  e->usable = 0;
+  add_free(e);
+}
+
+std::size_t HugeManager::usable_size(const void* p) {
+  LockGuard guard(lock_);
+  HugeExtent* e = live_extent(p);
+  return e == nullptr ? 0 : e->usable;
+}
+
+bool HugeManager::resize_in_place(void* p, std::size_t bytes) {
+  const std::size_t usable = round_up(bytes, kPageSize);
+  const std::size_t reserved = round_up(bytes, kChunkSize);
+  LockGuard guard(lock_);
+  HugeExtent* e = live_extent(p);
+  if (e == nullptr) return false;
+  tick();
+  if (reserved > e->reserved) {
+    const std::size_t need = reserved - e->reserved;
+    HugeExtent* after = free_neighbour_after(e);
+    if (after != nullptr && after->reserved >= need) {
+      free_.remove(after);
+      cached_ -= after->reserved;
+      unpublish(after);
+      unpublish(e);
+      e->reserved += after->reserved;
+      records_.release(after);
+      publish(e);
+      split_off_free_tail(e, reserved);
+    } else if (os_.grow(e->base, e->reserved, reserved)) {
+      unpublish(e);
+      mapped_ += need;
+      e->reserved = reserved;
+      publish(e);
+    } else {
+      return false;
+    }
+  } else if (reserved < e->reserved) {
+    split_off_free_tail(e, reserved);
+  }
+  allocated_ += usable;
+  allocated_ -= e->usable;
+  e->usable = usable;
+  return true;
+}
+
+void* HugeManager::remap(void* p, std::size_t bytes) {
+  const std::size_t reserved = round_up(bytes, kChunkSize);
+  LockGuard guard(lock_);
+  HugeExtent* e = live_extent(p);
+  if (e == nullptr) return nullptr;
+  void* to = os_.reserve(reserved, kChunkSize);
+  if (to == nullptr) return nullptr;
+  if (!os_.move(e->base, e->reserved, to, reserved)) {
+    os_.release(to, reserved);
+    return nullptr;
+  }
+  unpublish(e);
+  mapped_ += reserved;
+  mapped_ -= e->reserved;
+  e->base = static_cast<std::byte*>(to);
+  e->reserved = reserved;
+  allocated_ += round_up(bytes, kPageSize);
+  allocated_ -= e->usable;
+  e->usable = round_up(bytes, kPageSize);
+  publish(e);
+  ++moved_;
+  return to;
+}
+
+// Requires: lock_ held.
+void HugeManager::tick() {
+  const long decay = options().decay_ms.load(std::memory_order_relaxed);
+  now_ms_ = now_ms();
+  if (decay < 0) return;
+  if (decay == 0 || now_ms_ - last_purge_ms_ >= std::uint64_t(decay) / 4) {
+    purge(std::uint64_t(decay));
+    last_purge_ms_ = now_ms_;
+  }
+}
+
+// Requires: lock_ held. Unmaps free extents older than min_age_ms.
+void HugeManager::purge(std::uint64_t min_age_ms) {
+  while (HugeExtent* e = free_.front()) {
+    if (e->freed_at_ms + min_age_ms > now_ms_) break;
+    free_.remove(e);
+    unpublish(e);
+    os_.release(e->base, e->reserved);
+    cached_ -= e->reserved;
+    mapped_ -= e->reserved;
+    purged_ += e->reserved;
+    records_.release(e);
+  }
+}
+
+void HugeManager::purge_all() {
+  LockGuard guard(lock_);
+  now_ms_ = now_ms();
+  purge(0);
+}
+
+HugeStats HugeManager::stats() {
+  LockGuard guard(lock_);
+  return HugeStats{allocated_, mapped_, cached_, purged_, moved_, records_.mapped_bytes()};
+}
+
+}  // namespace pagemalloc

@@ -1,0 +1,87 @@
+// Huge blocks: requests above the largest run, served straight from the OS as extents of
+// whole chunks (2 MiB granules), chunk-aligned so that free() recognises them by alignment.
+//
+// A freed extent is not unmapped at once: it stays, resident, on a list until the decay
+// passes, coalesced with free extents next to it. A later request is carved from the best
+// fitting one, and a block grows in place into the free extent after it. This is what makes a
+// doubling buffer fast on its second build (seed 000: the pages "assigned to the process that
+// were unused but not reclaimed"). When nothing follows, mremap extends the mapping in place,
+// or moves its pages to a new address without copying them.
+//
+// Extents are found through the address map: their first and last granules point to their
+// record, as boundary tags do in the page map.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "meta_pool.h"
+#include "pagemap/intrusive_list.h"
+#include "pagemap/pal_linux.h"
+#include "spin_lock.h"
+
+namespace pagemalloc {
+
+struct HugeExtent {
+  std::byte* base = nullptr;
+  std::size_t reserved = 0;  // bytes of address space, a multiple of kChunkSize
+  std::size_t usable = 0;    // bytes the block may use, a multiple of the page size (in use)
+  bool in_use = false;
+  std::uint64_t freed_at_ms = 0;
+  HugeExtent* prev = nullptr;  // the list of free extents, oldest first
+  HugeExtent* next = nullptr;
+};
+
+struct HugeStats {
+  std::size_t allocated = 0;  // usable bytes of live huge blocks
+  std::size_t mapped = 0;     // bytes of all extents, live or free
+  std::size_t cached = 0;     // bytes of free extents (resident until the decay)
+  std::size_t purged = 0;     // bytes unmapped by the decay, since start
+  std::size_t moved = 0;      // blocks moved by remapping (no copy)
+  std::size_t metadata = 0;
+};
+
+class HugeManager {
+ public:
+  constexpr HugeManager() = default;
+
+  // nullptr when the OS refuses memory. `zeroed`: the memory is known to read zero.
+  void* alloc(std::size_t bytes, std::size_t align, bool& zeroed);
+  // Frees the block at p; aborts with a message if p is not a live huge block.
+  void free(void* p, const char* call);
+  // The usable size of the live huge block at p, or 0 if p is not one.
+  std::size_t usable_size(const void* p);
+  // Resizes in place to hold `bytes`; false (and unchanged) if the space after is taken.
+  bool resize_in_place(void* p, std::size_t bytes);
+  // Moves the block's pages to a new chunk-aligned address that holds `bytes`, without
+  // copying; nullptr if the kernel cannot.
+  void* remap(void* p, std::size_t bytes);
+
+  void purge_all();
+  HugeStats stats();
+
+ private:
+  HugeExtent* live_extent(const void* p);
+  void publish(HugeExtent* e);
+  void unpublish(HugeExtent* e);
+  void add_free(HugeExtent* e);
+  HugeExtent* free_neighbour_after(const HugeExtent* e);
+  HugeExtent* free_neighbour_before(const HugeExtent* e);
+  void split_off_free_tail(HugeExtent* e, std::size_t keep);
+  void tick();
+  void purge(std::uint64_t min_age_ms);
+
+  SpinLock lock_;
+  LinuxPal os_;
+  MetaPool<HugeExtent> records_;
+  IntrusiveList<HugeExtent, &HugeExtent::prev, &HugeExtent::next> free_;
+  std::size_t allocated_ = 0;
+  std::size_t mapped_ = 0;
+  std::size_t cached_ = 0;
+  std::size_t purged_ = 0;
+  std::size_t moved_ = 0;
+  std::uint64_t now_ms_ = 0;
+  std::uint64_t last_purge_ms_ = 0;
+};
+
+}  // namespace pagemalloc

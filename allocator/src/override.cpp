@@ -1,0 +1,162 @@
+// The drop-in: the C allocation functions and every C++ operator new/delete, defined over the
+// heap, so that LD_PRELOAD=libpagemalloc.so moves a whole program onto pagemalloc. Replace all
+// of them or none: a program whose free() meets a pointer from another allocator's malloc()
+// crashes. Built into libpagemalloc.so only; the static library exports pm_* alone.
+#include <cerrno>
+#include <cstddef>
+#include <new>
+
+#include "heap.h"
+
+using pagemalloc::heap;
+
+namespace {
+
+constexpr bool is_power_of_two(std::size_t a) { return a != 0 && (a & (a - 1)) == 0; }
+
+void* aligned_or_einval(std::size_t alignment, std::size_t size) {
+  if (!is_power_of_two(alignment)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return heap().allocate(size, alignment, false);
+}
+
+// operator new's failure path: call the new-handler until it gives up, then throw.
+[[gnu::noinline]] void* new_or_throw(std::size_t size, std::size_t align) {
+  for (;;) {
+    if (void* p = heap().allocate(size, align, false)) return p;
+    std::new_handler handler = std::get_new_handler();
+    if (handler == nullptr) throw std::bad_alloc();
+    handler();
+  }
+}
+
+void* new_nothrow(std::size_t size, std::size_t align) noexcept {
+  try {
+    return new_or_throw(size, align);
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+inline void* new_fast(std::size_t size, std::size_t align) {
+  void* p = heap().allocate(size, align, false);
+  return p != nullptr ? p : new_or_throw(size, align);
+}
+
+}  // namespace
+
+#define PAGEMALLOC_EXPORT extern "C" __attribute__((visibility("default")))
+
+PAGEMALLOC_EXPORT void* malloc(size_t size) { return heap().allocate(size, 1, false); }
+
+PAGEMALLOC_EXPORT void free(void* p) { heap().deallocate(p, "free"); }
+
+PAGEMALLOC_EXPORT void* calloc(size_t count, size_t size) {
+  size_t total = 0;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return heap().allocate(total, 1, true);
+}
+
+PAGEMALLOC_EXPORT void* realloc(void* p, size_t size) {
+  if (p == nullptr) return heap().allocate(size, 1, false);
+  if (size == 0) {
+    heap().deallocate(p, "realloc");
+    return nullptr;
+  }
+  return heap().reallocate(p, size, 1, false, "realloc");
+}
+
+PAGEMALLOC_EXPORT void* reallocarray(void* p, size_t count, size_t size) {
+  size_t total = 0;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return realloc(p, total);
+}
+
+PAGEMALLOC_EXPORT int posix_memalign(void** out, size_t alignment, size_t size) {
+  if (!is_power_of_two(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
+  const int saved = errno;
+  void* p = heap().allocate(size, alignment, false);
+  errno = saved;
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+PAGEMALLOC_EXPORT void* aligned_alloc(size_t alignment, size_t size) {
+  return aligned_or_einval(alignment, size);
+}
+
+PAGEMALLOC_EXPORT void* memalign(size_t alignment, size_t size) {
+  return aligned_or_einval(alignment, size);
+}
+
+PAGEMALLOC_EXPORT void* valloc(size_t size) {
+  return heap().allocate(size, pagemalloc::kPageSize, false);
+}
+
+PAGEMALLOC_EXPORT void* pvalloc(size_t size) {
+  const size_t rounded = (size + pagemalloc::kPageSize - 1) & ~(pagemalloc::kPageSize - 1);
+  if (rounded < size) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return heap().allocate(rounded == 0 ? pagemalloc::kPageSize : rounded, pagemalloc::kPageSize,
+                         false);
+}
+
+PAGEMALLOC_EXPORT size_t malloc_usable_size(void* p) {
+  return heap().usable_size(p, "malloc_usable_size");
+}
+
+// C++ operators: plain, array, nothrow, sized, aligned, and their combinations.
+void* operator new(std::size_t n) { return new_fast(n, 1); }
+void* operator new[](std::size_t n) { return new_fast(n, 1); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return new_nothrow(n, 1); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return new_nothrow(n, 1); }
+void* operator new(std::size_t n, std::align_val_t a) { return new_fast(n, std::size_t(a)); }
+void* operator new[](std::size_t n, std::align_val_t a) { return new_fast(n, std::size_t(a)); }
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return new_nothrow(n, std::size_t(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return new_nothrow(n, std::size_t(a));
+}
+
+void operator delete(void* p) noexcept { heap().deallocate(p, "operator delete"); }
+void operator delete[](void* p) noexcept { heap().deallocate(p, "operator delete[]"); }
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  heap().deallocate(p, "operator delete");
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
+  heap().deallocate(p, "operator delete[]");
+}
+void operator delete(void* p, std::size_t n) noexcept {
+  heap().deallocate_sized(p, n, 1, "operator delete");
+}
+void operator delete[](void* p, std::size_t n) noexcept {
+  heap().deallocate_sized(p, n, 1, "operator delete[]");
+}
+void operator delete(void* p, std::align_val_t) noexcept { heap().deallocate(p, "operator delete"); }
+void operator delete[](void* p, std::align_val_t) noexcept {
+  heap().deallocate(p, "operator delete[]");
+}
+void operator delete(void* p, std::size_t n, std::align_val_t a) noexcept {
+  heap().deallocate_sized(p, n, std::size_t(a), "operator delete");
+}
+void operator delete[](void* p, std::size_t n, std::align_val_t a) noexcept {
+  heap().deallocate_sized(p, n, std::size_t(a), "operator delete[]");
+}
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  heap().deallocate(p, "operator delete");
+}
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  heap().deallocate(p, "operator delete[]");
+}

@@ -1,0 +1,138 @@
+// Size classes: the sizes a small request is rounded up to, and the slab that holds each.
+//
+// Classes are 8, then multiples of 16 up to 128, then four per doubling up to 16 KiB
+// (160, 192, 224, 256, 320, ...), as jemalloc's and tcmalloc's. A request above 48 bytes
+// wastes at most 25% of its block; below that, waste is under the 16-byte alignment granule.
+// Every request above 16 KiB is a run of whole pages (at most 20% waste, at 16 KiB + 1).
+//
+// A slab is a run of 1..16 pages cut into equal regions of one class; its geometry is chosen
+// at compile time so that the tail it cannot use is small. Region index = offset * magic >> 32
+// (exact for every offset in a slab), so freeing needs no division.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+#include "pagemap/pages.h"
+
+namespace pagemalloc {
+
+inline constexpr std::size_t kMaxSmallSize = 16384;
+inline constexpr std::size_t kMaxSlabRegions = 512;
+inline constexpr std::size_t kMaxSlabPages = 16;
+
+struct SizeClass {
+  std::uint32_t size;         // bytes per region
+  std::uint32_t slab_pages;   // pages per slab
+  std::uint32_t regions;      // regions per slab, <= kMaxSlabRegions
+  std::uint64_t magic;        // ceil(2^32 / size): index = offset * magic >> 32
+};
+
+namespace detail {
+
+constexpr std::size_t count_classes() {
+  std::size_t n = 1;                                   // 8
+  for (std::size_t s = 16; s <= 128; s += 16) ++n;     // 16 .. 128
+  for (std::size_t group = 256; group <= kMaxSmallSize; group *= 2) n += 4;
+  return n;
+}
+
+constexpr SizeClass make_class(std::uint32_t size) {
+  // The fewest pages that hold at least four regions (where 16 pages can) and whose tail
+  // waste is at most 1/64 of the slab; else the least waste.
+  const std::uint64_t min_regions = std::min<std::uint64_t>(4, kMaxSlabPages * kPageSize / size);
+  std::uint32_t best_pages = 1;
+  std::uint64_t best_waste = ~std::uint64_t{0};
+  for (std::uint32_t pages = 1; pages <= kMaxSlabPages; ++pages) {
+    std::uint64_t bytes = std::uint64_t{pages} * kPageSize;
+    if (bytes / size < min_regions || bytes / size > kMaxSlabRegions) continue;
+    std::uint64_t waste = bytes % size;
+    if (waste * 64 <= bytes) {
+      best_pages = pages;
+      break;
+    }
+    if (waste * best_pages * kPageSize < best_waste * bytes) {  // compare waste fractions
+      best_waste = waste;
+      best_pages = pages;
+    }
+  }
+  std::uint32_t regions = std::uint32_t(best_pages * kPageSize / size);
+  std::uint64_t magic = ((std::uint64_t{1} << 32) + size - 1) / size;
+  return SizeClass{size, best_pages, regions, magic};
+}
+
+constexpr auto make_classes() {
+  std::array<SizeClass, count_classes()> classes{};
+  std::size_t i = 0;
+  classes[i++] = make_class(8);
+  for (std::uint32_t s = 16; s <= 128; s += 16) classes[i++] = make_class(s);
+  for (std::uint32_t group = 128; group < kMaxSmallSize; group *= 2)
+    for (std::uint32_t step = 1; step <= 4; ++step) classes[i++] = make_class(group + step * group / 4);
+  return classes;
+}
+
+}  // namespace detail
+
+inline constexpr auto kSizeClasses = detail::make_classes();
+inline constexpr std::size_t kNumClasses = kSizeClasses.size();
+static_assert(kNumClasses == 37);
+static_assert(kSizeClasses.back().size == kMaxSmallSize);
+
+namespace detail {
+
+// Class of sizes 1..1024 at 8-byte steps, and of 1025..16384 at 128-byte steps (all classes
+// above 1024 are multiples of 256, so the coarse step never straddles a class boundary).
+constexpr std::uint8_t class_for_slow(std::size_t size) {
+  std::uint8_t c = 0;
+  while (kSizeClasses[c].size < size) ++c;
+  return c;
+}
+constexpr auto make_fine_lookup() {
+  std::array<std::uint8_t, 1024 / 8 + 1> t{};
+  for (std::size_t i = 0; i < t.size(); ++i) t[i] = class_for_slow(i == 0 ? 1 : i * 8);
+  return t;
+}
+constexpr auto make_coarse_lookup() {
+  std::array<std::uint8_t, kMaxSmallSize / 128 + 1> t{};
+  for (std::size_t i = 0; i < t.size(); ++i) t[i] = class_for_slow(i == 0 ? 1 : i * 128);
+  return t;
+}
+inline constexpr auto kFineLookup = make_fine_lookup();
+inline constexpr auto kCoarseLookup = make_coarse_lookup();
+
+}  // namespace detail
+
+// Requires: 0 < size <= kMaxSmallSize.
+constexpr unsigned size_class_of(std::size_t size) {
+  return size <= 1024 ? detail::kFineLookup[(size + 7) >> 3]
+                      : detail::kCoarseLookup[(size + 127) >> 7];
+}
+
+// The smallest class that holds `size` bytes and whose regions are all aligned to `align`
+// (a power of two <= the page size: a slab starts on a page, so a class that is a multiple of
+// `align` keeps every region aligned). kNumClasses when none does.
+constexpr unsigned size_class_aligned(std::size_t size, std::size_t align) {
+  if (size > kMaxSmallSize) return kNumClasses;
+  unsigned c = size_class_of(size == 0 ? 1 : size);
+  while (c < kNumClasses && kSizeClasses[c].size % align != 0) ++c;
+  return c;
+}
+
+constexpr std::uint32_t region_index(const SizeClass& sc, std::size_t offset) {
+  return std::uint32_t((offset * sc.magic) >> 32);
+}
+
+// The magic division is exact for every offset a slab can hold.
+constexpr bool magic_is_exact() {
+  for (const SizeClass& sc : kSizeClasses)
+    for (std::size_t i = 0; i < sc.regions; ++i)
+      for (std::size_t off : {i * sc.size, i * sc.size + sc.size - 1})
+        if (region_index(sc, off) != i) return false;
+  return true;
+}
+static_assert(magic_is_exact());
+
+}  // namespace pagemalloc

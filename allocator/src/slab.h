@@ -1,0 +1,56 @@
+// A slab: a run of pages cut into equal regions of one size class, with a bitmap of the
+// free ones. Its descriptor lives outside the slab (in a MetaPool), so the regions start on
+// the page boundary and a class that is a multiple of an alignment keeps every region aligned.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+#include "size_classes.h"
+
+namespace pagemalloc {
+
+struct alignas(64) Slab {
+  std::byte* base = nullptr;   // the first region (the run's first page)
+  Slab* prev = nullptr;        // the bin's list of slabs that have free regions
+  Slab* next = nullptr;
+  std::uint16_t size_class = 0;
+  std::uint16_t free_count = 0;  // regions free, 0 .. regions
+  bool listed = false;           // on the bin's list
+  std::uint64_t free_bits[kMaxSlabRegions / 64] = {};  // bit i set: region i is free
+
+  void init(std::byte* run_base, unsigned cls) {
+    base = run_base;
+    size_class = std::uint16_t(cls);
+    const std::uint32_t regions = kSizeClasses[cls].regions;
+    free_count = std::uint16_t(regions);
+    for (std::uint32_t w = 0; w < kMaxSlabRegions / 64; ++w) {
+      std::uint32_t first = w * 64;
+      if (regions >= first + 64) free_bits[w] = ~std::uint64_t{0};
+      else if (regions > first) free_bits[w] = (std::uint64_t{1} << (regions - first)) - 1;
+      else free_bits[w] = 0;
+    }
+  }
+
+  // Requires: free_count > 0.
+  std::byte* take() {
+    unsigned w = 0;
+    while (free_bits[w] == 0) ++w;
+    unsigned bit = unsigned(std::countr_zero(free_bits[w]));
+    free_bits[w] &= free_bits[w] - 1;
+    --free_count;
+    return base + std::size_t(w * 64 + bit) * kSizeClasses[size_class].size;
+  }
+
+  [[nodiscard]] bool is_free(std::uint32_t index) const {
+    return (free_bits[index / 64] >> (index % 64)) & 1;
+  }
+  void give_back(std::uint32_t index) {
+    free_bits[index / 64] |= std::uint64_t{1} << (index % 64);
+    ++free_count;
+  }
+  [[nodiscard]] bool empty() const { return free_count == kSizeClasses[size_class].regions; }
+};
+
+}  // namespace pagemalloc

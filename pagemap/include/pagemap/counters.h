@@ -1,0 +1,52 @@
+// Instrumentation of the run managers: how much work each operation does.
+//
+// With -DPAGEMALLOC_COUNTERS=ON every run manager counts tree nodes visited, rotations,
+// page-map reads and writes, splits, coalesces and in-place grows. With it off, every
+// counting call is an empty inline function behind `if constexpr`, and compiles to nothing.
+#pragma once
+
+#include <cstdint>
+
+namespace pagemalloc {
+
+#ifdef PAGEMALLOC_COUNTERS
+inline constexpr bool kCountersEnabled = true;
+#else
+inline constexpr bool kCountersEnabled = false;
+#endif
+
+struct RunCounterValues {
+  std::uint64_t operations = 0;     // alloc, free, grow and shrink calls
+  std::uint64_t nodes_visited = 0;  // tree nodes (or list heads) looked at
+  std::uint64_t rotations = 0;      // tree rotations
+  std::uint64_t map_reads = 0;      // page-map entries read
+  std::uint64_t map_writes = 0;     // page-map entries written
+  std::uint64_t splits = 0;         // free runs split to serve a request
+  std::uint64_t coalesces = 0;      // free runs merged with a neighbour
+  std::uint64_t grows_in_place = 0; // runs grown into the free run after them
+  std::uint64_t chunks_added = 0;   // chunks taken from the OS
+};
+
+class RunCounters {
+ public:
+  void operation() { add(&RunCounterValues::operations); }
+  void node_visited(std::uint64_t n = 1) { add(&RunCounterValues::nodes_visited, n); }
+  void rotation() { add(&RunCounterValues::rotations); }
+  void map_read(std::uint64_t n = 1) { add(&RunCounterValues::map_reads, n); }
+  void map_write(std::uint64_t n = 1) { add(&RunCounterValues::map_writes, n); }
+  void split() { add(&RunCounterValues::splits); }
+  void coalesce() { add(&RunCounterValues::coalesces); }
+  void grow_in_place() { add(&RunCounterValues::grows_in_place); }
+  void chunk_added() { add(&RunCounterValues::chunks_added); }
+
+  [[nodiscard]] const RunCounterValues& values() const { return values_; }
+  void reset() { values_ = {}; }
+
+ private:
+  void add(std::uint64_t RunCounterValues::*field, std::uint64_t n = 1) {
+    if constexpr (kCountersEnabled) values_.*field += n;
+  }
+  RunCounterValues values_;
+};
+
+}  // namespace pagemalloc

@@ -1,0 +1,108 @@
+// The "pagemap" run manager: every operation O(1).
+//
+// Neighbours for coalescing come from the page map's boundary tags (the entry just before a
+// run and the one just after it). Free runs are indexed by exact length in one list per
+// length (1 .. 512 pages), and a two-level bitmap of the non-empty lists finds the smallest
+// list that fits with two count-trailing-zeros — the linear page-map structures that
+// "Overzealous use of my red-black tree hammer" (Evans, 2008) went back to, carried on to the
+// fit as well (as TLSF and mimalloc's spans do).
+//
+// Within a list, the most recently freed run is served first: its pages are the warmest.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+#include "pagemap/intrusive_list.h"
+#include "pagemap/run_manager_core.h"
+
+namespace pagemalloc {
+
+struct PagemapNode : DirtyLink {
+  PagemapNode* prev;  // the free list of runs of this run's length
+  PagemapNode* next;
+};
+
+template <Pal P>
+class PagemapRuns : public RunManagerCore<PagemapRuns<P>, PagemapNode, P> {
+  using Core = RunManagerCore<PagemapRuns<P>, PagemapNode, P>;
+  friend Core;
+  using List = IntrusiveList<PagemapNode, &PagemapNode::prev, &PagemapNode::next>;
+  static constexpr std::size_t kLists = kPagesPerChunk + 1;  // index = run length in pages
+  static constexpr std::size_t kWords = kLists / 64 + 1;
+  static_assert(kWords <= 64, "the summary bitmap is one word");
+
+ public:
+  static constexpr const char* kName = "pagemap";
+  using Core::Core;
+
+ private:
+  PagemapNode* find_fit(PageCount n) {
+    std::size_t w = n.value() / 64;
+    std::uint64_t bits = words_[w] & (~std::uint64_t{0} << (n.value() % 64));
+    if (bits == 0) {
+      std::uint64_t above = summary_ & ~((std::uint64_t{2} << w) - 1);
+      if (above == 0) return nullptr;
+      w = std::size_t(std::countr_zero(above));
+      bits = words_[w];
+    }
+    std::size_t length = w * 64 + std::size_t(std::countr_zero(bits));
+    this->counters_mut().node_visited();
+    return lists_[length].front();
+  }
+
+  void index_insert(PagemapNode* node, PageCount pages) {
+    std::size_t length = pages.value();
+    lists_[length].push_front(node);
+    words_[length / 64] |= std::uint64_t{1} << (length % 64);
+    summary_ |= std::uint64_t{1} << (length / 64);
+  }
+
+  void index_remove(PagemapNode* node, PageCount pages) {
+    std::size_t length = pages.value();
+    lists_[length].remove(node);
+    if (lists_[length].empty()) {
+      words_[length / 64] &= ~(std::uint64_t{1} << (length % 64));
+      if (words_[length / 64] == 0) summary_ &= ~(std::uint64_t{1} << (length / 64));
+    }
+  }
+
+  FreeSpan left_neighbour(std::byte* chunk, PageIndex first) const {
+    PageEntry before = this->read_entry(chunk, first - PageCount(1));
+    if (!before.is_free()) return {};
+    return FreeSpan{chunk, first - before.pages(), before.pages(), before.dirty()};
+  }
+
+  FreeSpan right_neighbour(std::byte* chunk, PageIndex end) const {
+    if (end >= PageIndex(kPagesPerChunk)) return {};
+    PageEntry after = this->read_entry(chunk, end);
+    if (!after.is_free()) return {};
+    return FreeSpan{chunk, end, after.pages(), after.dirty()};
+  }
+
+  template <class F>
+  void for_each_free(F&& visit) const {
+    for (std::size_t length = 1; length < kLists; ++length)
+      for (PagemapNode* n = lists_[length].front(); n != nullptr; n = n->next)
+        visit(this->span_at(n));
+  }
+
+  const char* check_index() const {
+    for (std::size_t length = 0; length < kLists; ++length) {
+      bool listed = !lists_[length].empty();
+      bool marked = (words_[length / 64] >> (length % 64)) & 1;
+      if (listed != marked) return "the bitmap disagrees with the free lists";
+      for (PagemapNode* n = lists_[length].front(); n != nullptr; n = n->next)
+        if (this->span_at(n).pages.value() != length) return "a run is on the wrong free list";
+    }
+    for (std::size_t w = 0; w < kWords; ++w)
+      if (((summary_ >> w) & 1) != (words_[w] != 0)) return "the summary bitmap is stale";
+    return nullptr;
+  }
+
+  List lists_[kLists];
+  std::uint64_t words_[kWords] = {};
+  std::uint64_t summary_ = 0;
+};
+
+}  // namespace pagemalloc
