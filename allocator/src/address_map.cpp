@@ -26,9 +26,4 @@ bool AddressMap::set(const void* address, std::uintptr_t value) {
   return true;
 }
 
-AddressMap& address_map() {
-  static constinit AddressMap map;
-  return map;
-}
-
 }  // namespace pagemalloc

@@ -53,6 +53,7 @@ class AddressMap {
 };
 
 // The process's one address map.
-AddressMap& address_map();
+inline constinit AddressMap g_address_map;
+inline AddressMap& address_map() { return g_address_map; }
 
 }  // namespace pagemalloc

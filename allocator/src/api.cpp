@@ -100,6 +100,7 @@ void pm_stats_get(pm_stats* out) { heap().stats(*out); }
 void pm_purge(void) { heap().purge(); }
 
 int pm_ctl(const char* name, long* old_value, const long* new_value) {
+  pagemalloc::load_conf_from_environment();
   auto& o = pagemalloc::options();
   const std::string_view key = name == nullptr ? "" : name;
   if (key == "decay_ms") {

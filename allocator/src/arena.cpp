@@ -21,13 +21,79 @@ void* Arena::alloc_small(unsigned size_class) {
   return slab->take();
 }
 
+unsigned Arena::alloc_batch(unsigned size_class, void** out, unsigned n) {
+  LockGuard guard(lock_);
+  Bin& bin = bins_[size_class];
+  unsigned taken = n < bin.stashed ? n : bin.stashed;
+  bin.stashed -= taken;
+  std::memcpy(out, bin.stash + bin.stashed, taken * sizeof(void*));
+  while (taken < n) {
+    Slab* slab = bin.current;
+    if (slab == nullptr || slab->free_count == 0) {
+      slab = next_slab(bin, size_class);
+      if (slab == nullptr) break;
+    }
+    taken += slab->take_many(out + taken, n - taken);
+  }
+  allocated_ += std::size_t(taken) * kSizeClasses[size_class].size;
+  return taken;
+}
+
 void Arena::free_small(Slab* slab, void* p, const char* call) {
+  LockGuard guard(lock_);
+  give_back(slab, p, call);
+}
+
+void Arena::free_batch(void* const* regions, unsigned n, const char* call) {
+  if (n == 0) return;
+  LockGuard guard(lock_);
+  const unsigned size_class = page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
+  Bin& bin = bins_[size_class];
+  if (bin.stashed + n <= stash_capacity(size_class)) {  // one class per batch: a cache's bin
+    std::memcpy(bin.stash + bin.stashed, regions, n * sizeof(void*));
+    bin.stashed += n;
+    allocated_ -= std::size_t(n) * kSizeClasses[size_class].size;
+    return;
+  }
+  for (unsigned i = 0; i < n; ++i) {
+    void* p = regions[i];
+    PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
+    give_back(static_cast<Slab*>(e.slab_descriptor()), p, call);
+  }
+}
+
+bool Arena::region_is_free(Slab* slab, const void* p) {
+  const SizeClass& sc = kSizeClasses[slab->size_class];
+  LockGuard guard(lock_);
+  const Bin& bin = bins_[slab->size_class];
+  for (unsigned i = 0; i < bin.stashed; ++i)
+    if (bin.stash[i] == p) return true;
+  return slab->is_free(region_index(sc, std::size_t(static_cast<const std::byte*>(p) - slab->base)));
+}
+
+// Requires: lock_ held.
+void Arena::unstash_all() {
+  for (Bin& bin : bins_) {
+    const unsigned n = bin.stashed;
+    bin.stashed = 0;
+    for (unsigned i = 0; i < n; ++i) {
+      void* p = bin.stash[i];
+      PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
+      allocated_ += kSizeClasses[e.size_class()].size;  // give_back subtracts it again
+      give_back(static_cast<Slab*>(e.slab_descriptor()), p, "pm_purge");
+    }
+  }
+}
+
+// Requires: lock_ held.
+void Arena::give_back(Slab* slab, void* p, const char* call) {
   const SizeClass& sc = kSizeClasses[slab->size_class];
   const std::size_t offset = std::size_t(static_cast<std::byte*>(p) - slab->base);
   const std::uint32_t index = region_index(sc, offset);
-  if (std::size_t(index) * sc.size != offset || index >= sc.regions) [[unlikely]]
+  if (std::size_t(index) * sc.size != offset || index >= sc.regions) [[unlikely]] {
+    lock_.unlock();
     report_misuse(call, p, "not the start of a block");
-  LockGuard guard(lock_);
+  }
   if (slab->is_free(index)) [[unlikely]] {
     lock_.unlock();
     report_misuse(call, p, "double free");
@@ -64,7 +130,8 @@ Slab* Arena::next_slab(Bin& bin, unsigned size_class) {
   }
   slab->init(r.run.base(), size_class);
   for (std::size_t i = 0; i < sc.slab_pages; ++i)
-    page_entry(r.run.chunk, r.run.first + PageCount(i)) = PageEntry::slab(slab, size_class);
+    page_entry(r.run.chunk, r.run.first + PageCount(i)) =
+        PageEntry::slab(slab, size_class, unsigned(i));
   active_pages_ += sc.slab_pages;
   bin.current = slab;
   return slab;
@@ -146,6 +213,7 @@ void Arena::tick() {
 
 void Arena::purge_all() {
   LockGuard guard(lock_);
+  unstash_all();
   runs_.advance_clock(now_ms());
   purged_pages_ += runs_.purge(0).value();
 }

@@ -1,7 +1,10 @@
 // An arena: one run manager and the slabs and large blocks cut from its runs, behind one lock.
 //
 //   small (<= 16 KiB)   a region of a slab; each size class has a bin: the slab being
-//                       allocated from and a list of the others that have free regions
+//                       allocated from, a list of the others that have free regions, and a
+//                       stash of free regions that thread caches flushed (as tcmalloc's
+//                       transfer cache): a flush or a refill moves a batch of pointers with
+//                       one copy, and slab bitmaps are touched only when the stash overflows
 //   large (<= ~2 MiB)   a run of whole pages, its length in the page map's first entry
 //
 // Slow paths (a new slab, a run freed) tick the decay clock; free runs that stayed dirty for
@@ -23,7 +26,8 @@
 namespace pagemalloc {
 
 struct ArenaStats {
-  std::size_t allocated = 0;      // usable bytes of live small and large blocks
+  std::size_t allocated = 0;      // usable bytes of small and large blocks outside the arena
+                                  // (live, or in thread caches)
   std::size_t active_pages = 0;   // pages in slabs and large runs
   std::size_t chunks = 0;
   std::size_t dirty_pages = 0;
@@ -43,6 +47,12 @@ class Arena {
   void* alloc_small(unsigned size_class);
   // Requires: slab's entry was read for p. Aborts on misuse.
   void free_small(Slab* slab, void* p, const char* call);
+  // Up to n regions of one class into out (a thread cache's refill); returns how many.
+  unsigned alloc_batch(unsigned size_class, void** out, unsigned n);
+  // Frees n small regions (a thread cache's flush) under one lock.
+  void free_batch(void* const* regions, unsigned n, const char* call);
+  // Whether the small region p is free in its slab's bitmap (a double-free check).
+  bool region_is_free(Slab* slab, const void* p);
 
   // A run of at least `bytes` (> kMaxSmallSize) aligned to `align`; nullptr when the OS
   // refuses memory. `zeroed` tells whether its pages are known to read zero.
@@ -51,18 +61,30 @@ class Arena {
   // Grows or shrinks the large block at p (pages long) to `want` pages without moving it.
   bool resize_large(void* p, PageCount pages, PageCount want);
 
+  // Returns the stashed regions to their slabs, then freed pages to the OS.
   void purge_all();
   ArenaStats stats();
   const char* check_invariants();
   const RunCounterValues& run_counters() const { return runs_.counters(); }
 
  private:
+  // Regions a bin's stash holds at most: 64 KiB worth, and no more than kStashSlots.
+  static constexpr unsigned kStashSlots = 1024;
+  static constexpr unsigned stash_capacity(unsigned size_class) {
+    const unsigned by_bytes = unsigned(64 * 1024 / kSizeClasses[size_class].size);
+    return by_bytes < kStashSlots ? by_bytes : kStashSlots;
+  }
+
   struct Bin {
     Slab* current = nullptr;  // allocated from first; never on `partial`
     IntrusiveList<Slab, &Slab::prev, &Slab::next> partial;  // other slabs with free regions
+    unsigned stashed = 0;                                    // free regions in `stash`
+    void* stash[kStashSlots] = {};
   };
 
   Slab* next_slab(Bin& bin, unsigned size_class);
+  void give_back(Slab* slab, void* p, const char* call);
+  void unstash_all();
   void release_slab(Slab* slab);
   void tick();
 

@@ -52,11 +52,6 @@ void apply_entry(std::string_view entry) {
 
 }  // namespace
 
-Options& options() {
-  static constinit Options o;
-  return o;
-}
-
 void apply_conf(std::string_view conf) {
   while (!conf.empty()) {
     auto comma = conf.find(',');
@@ -67,10 +62,8 @@ void apply_conf(std::string_view conf) {
   }
 }
 
-void load_conf_from_environment() {
-  static constinit std::atomic<bool> loaded{false};
-  if (loaded.load(std::memory_order_acquire)) return;
-  if (loaded.exchange(true)) return;
+void load_conf_from_environment_once() {
+  if (g_conf_loaded.exchange(true)) return;
   if (const char* conf = std::getenv("PAGEMALLOC_CONF")) apply_conf(conf);
 }
 

@@ -30,12 +30,17 @@ struct Options {
   std::atomic<long> narenas{1};
 };
 
-Options& options();
+inline constinit Options g_options;
+inline Options& options() { return g_options; }
 
 // Applies "key:value,..." to options(); warns once per bad entry.
 void apply_conf(std::string_view conf);
 
 // Reads PAGEMALLOC_CONF once (later calls return at once).
-void load_conf_from_environment();
+void load_conf_from_environment_once();
+inline constinit std::atomic<bool> g_conf_loaded{false};
+inline void load_conf_from_environment() {
+  if (!g_conf_loaded.load(std::memory_order_acquire)) [[unlikely]] load_conf_from_environment_once();
+}
 
 }  // namespace pagemalloc

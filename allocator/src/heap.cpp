@@ -10,18 +10,10 @@
 #include "config.h"
 #include "diagnostics.h"
 #include "pagemalloc/pagemalloc.h"
+#include "thread_cache.h"
 
 namespace pagemalloc {
 namespace {
-
-template <class T>
-union NoDestroy {
-  constexpr NoDestroy() : value() {}
-  ~NoDestroy() {}
-  T value;
-};
-
-constinit NoDestroy<Heap> the_heap;
 
 void* out_of_memory() {
   errno = ENOMEM;
@@ -34,18 +26,23 @@ bool is_aligned(const void* p, std::size_t align) {
 
 }  // namespace
 
-Heap& heap() {
-  load_conf_from_environment();
-  return the_heap.value;
-}
+constinit NoDestroy<Heap> g_heap;
 
-void* Heap::allocate(std::size_t size, std::size_t align, bool zero) {
+void* Heap::allocate_slow(std::size_t size, std::size_t align, bool zero) {
+  load_conf_from_environment();
+  if (size <= kMaxSmallSize && align <= alignof(std::uint64_t)) [[likely]] {
+    const unsigned size_class = size_class_of(size == 0 ? 1 : size);
+    void* p = allocate_small(size_class);
+    if (p == nullptr) [[unlikely]] return out_of_memory();
+    if (zero) std::memset(p, 0, kSizeClasses[size_class].size);
+    return p;
+  }
   const Placement where = place(size, align);
   void* p = nullptr;
   bool zeroed = false;
   switch (where.kind) {
     case BlockKind::Small:
-      p = arena_.alloc_small(where.size_class);
+      p = allocate_small(where.size_class);
       break;
     case BlockKind::Large:
       p = arena_.alloc_large(size, align, zeroed);
@@ -61,7 +58,31 @@ void* Heap::allocate(std::size_t size, std::size_t align, bool zero) {
   return p;
 }
 
+void* Heap::allocate_small(unsigned size_class) {
+  if (ThreadCache* cache = ThreadCache::get(arena_)) [[likely]] return cache->pop(size_class);
+  return arena_.alloc_small(size_class);
+}
+
+void Heap::deallocate_small(Slab* slab, void* p, const char* call) {
+  const unsigned size_class = slab->size_class;
+  const SizeClass& sc = kSizeClasses[size_class];
+  const std::size_t offset = std::size_t(static_cast<std::byte*>(p) - slab->base);
+  if (std::size_t(region_index(sc, offset)) * sc.size != offset) [[unlikely]]
+    report_misuse(call, p, "not the start of a block");
+  ThreadCache* cache = ThreadCache::get(arena_);
+  if (cache == nullptr || options().checks.load(std::memory_order_relaxed)) [[unlikely]]
+    return arena_.free_small(slab, p, call);
+  auto* first_word = static_cast<std::uintptr_t*>(p);
+  if (*first_word == ThreadCache::freed_key()) [[unlikely]] {
+    if (cache->holds(size_class, p) || arena_.region_is_free(slab, p))
+      report_misuse(call, p, "double free");
+  }
+  *first_word = ThreadCache::freed_key();
+  cache->push(size_class, p);
+}
+
 Heap::Block Heap::locate(const void* p, const char* call) {
+  load_conf_from_environment();
   if (is_chunk_aligned(p)) {
     std::size_t usable = huge_.usable_size(p);
     if (usable == 0) {
@@ -93,7 +114,8 @@ Heap::Block Heap::locate(const void* p, const char* call) {
   }
 }
 
-void Heap::deallocate(void* p, const char* call) {
+void Heap::deallocate_slow(void* p, const char* call) {
+  load_conf_from_environment();
   if (p == nullptr) return;
   if (is_chunk_aligned(p)) return huge_.free(p, call);
   std::byte* chunk = chunk_base_of(p);
@@ -101,13 +123,14 @@ void Heap::deallocate(void* p, const char* call) {
     report_misuse(call, p, "not allocated by pagemalloc");
   PageEntry e = page_entry(chunk, page_index_of(p));
   if (e.kind() == PageKind::Slab) [[likely]]
-    return arena_.free_small(static_cast<Slab*>(e.slab_descriptor()), p, call);
+    return deallocate_small(static_cast<Slab*>(e.slab_descriptor()), p, call);
   if (e.kind() == PageKind::Large && is_aligned(p, kPageSize))
     return arena_.free_large(p, e.pages());
   report_misuse(call, p, e.kind() == PageKind::Free ? "double free" : "not the start of a block");
 }
 
 void Heap::deallocate_sized(void* p, std::size_t size, std::size_t align, const char* call) {
+  load_conf_from_environment();
   if (p == nullptr) return;
   if (options().checks.load(std::memory_order_relaxed)) {
     Block b = locate(p, call);
@@ -196,6 +219,7 @@ std::size_t Heap::resize_in_place(void* p, std::size_t size, std::size_t extra, 
 }
 
 void Heap::purge() {
+  if (ThreadCache* cache = ThreadCache::current()) cache->flush_all();
   arena_.purge_all();
   huge_.purge_all();
 }
@@ -203,7 +227,8 @@ void Heap::purge() {
 void Heap::stats(pm_stats& out) {
   const ArenaStats a = arena_.stats();
   const HugeStats h = huge_.stats();
-  out.allocated = a.allocated + h.allocated;
+  const std::size_t cached = ThreadCache::bytes_cached_by_all();
+  out.allocated = (a.allocated > cached ? a.allocated - cached : 0) + h.allocated;
   out.active = a.active_pages * kPageSize + h.allocated;
   out.mapped = a.chunks * kChunkSize + h.mapped + a.metadata + h.metadata;
   out.dirty = a.dirty_pages * kPageSize + h.cached;

@@ -43,6 +43,24 @@ struct alignas(64) Slab {
     return base + std::size_t(w * 64 + bit) * kSizeClasses[size_class].size;
   }
 
+  // Takes up to n free regions, a bitmap word at a time; returns how many.
+  unsigned take_many(void** out, unsigned n) {
+    const SizeClass& sc = kSizeClasses[size_class];
+    const unsigned words = (sc.regions + 63) / 64;
+    unsigned got = 0;
+    for (unsigned w = 0; w < words && got < n; ++w) {
+      std::uint64_t bits = free_bits[w];
+      while (bits != 0 && got < n) {
+        const unsigned bit = unsigned(std::countr_zero(bits));
+        bits &= bits - 1;
+        out[got++] = base + std::size_t(w * 64 + bit) * sc.size;
+      }
+      free_bits[w] = bits;
+    }
+    free_count = std::uint16_t(free_count - got);
+    return got;
+  }
+
   [[nodiscard]] bool is_free(std::uint32_t index) const {
     return (free_bits[index / 64] >> (index % 64)) & 1;
   }

@@ -7,7 +7,8 @@
 //   free run        first and last page: Free, its length, whether its pages may be dirty
 //   allocated run   first and last page: not Free (Allocated, Large or Slab)
 //   large block     first page: Large and its length
-//   slab            every page: Slab, the slab's descriptor and size class
+//   slab            every page: Slab, the slab's descriptor, size class and the page's
+//                   distance from the slab's start (so a free needs no descriptor)
 //   header          every header page: Header
 //
 // Interior pages of free runs and large blocks hold stale values. Coalescing reads only the
@@ -39,9 +40,11 @@ class PageEntry {
   static constexpr PageEntry large(PageCount pages) {
     return PageEntry(std::uint64_t(PageKind::Large) | (std::uint64_t(pages.value()) << kPagesShift));
   }
-  // Requires: descriptor is aligned to 64 bytes and below 2^56; size_class < 256.
-  static PageEntry slab(const void* descriptor, unsigned size_class) {
+  // Requires: descriptor is aligned to 64 bytes and below 2^48; size_class < 256;
+  // page_in_slab (this page's distance from the slab's first page) < 256.
+  static PageEntry slab(const void* descriptor, unsigned size_class, unsigned page_in_slab) {
     return PageEntry(std::uint64_t(PageKind::Slab) | reinterpret_cast<std::uintptr_t>(descriptor) |
+                     (std::uint64_t(page_in_slab) << kSlabPageShift) |
                      (std::uint64_t(size_class) << kClassShift));
   }
 
@@ -57,6 +60,10 @@ class PageEntry {
     return reinterpret_cast<void*>(bits_ & kDescriptorMask);
   }
   [[nodiscard]] constexpr unsigned size_class() const { return unsigned(bits_ >> kClassShift); }
+  // Slab entries: how many pages before this one the slab starts.
+  [[nodiscard]] constexpr unsigned page_in_slab() const {
+    return unsigned((bits_ >> kSlabPageShift) & 0xff);
+  }
 
   constexpr bool operator==(const PageEntry&) const = default;
 
@@ -67,8 +74,9 @@ class PageEntry {
   static constexpr std::uint64_t kDirtyBit = 0x8;
   static constexpr unsigned kPagesShift = 8;
   static constexpr std::uint64_t kPagesMask = 0xffffff;
+  static constexpr unsigned kSlabPageShift = 48;
   static constexpr unsigned kClassShift = 56;
-  static constexpr std::uint64_t kDescriptorMask = 0x00ffffffffffffc0;
+  static constexpr std::uint64_t kDescriptorMask = 0x0000ffffffffffc0;
 
   std::uint64_t bits_ = 0;  // 0: never written (no page of a live chunk stays so)
 };

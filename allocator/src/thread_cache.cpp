@@ -1,0 +1,114 @@
+// Thread caches: creation, refill and flush against the arena, and teardown at thread exit.
+#include "thread_cache.h"
+
+#include <pthread.h>
+
+#include <atomic>
+
+#include "arena.h"
+#include "meta_pool.h"
+#include "pagemap/intrusive_list.h"
+#include "spin_lock.h"
+
+namespace pagemalloc {
+namespace {
+
+enum class CacheState : std::uint8_t { None, Creating, Active, Exited };
+
+constinit thread_local CacheState t_state = CacheState::None;
+
+struct CacheRegistry {
+  SpinLock lock;
+  MetaPool<ThreadCache> pool;
+  ThreadCache* live = nullptr;  // head of the list of live caches
+  pthread_key_t key{};
+  std::atomic<bool> key_ready{false};
+};
+constinit CacheRegistry registry;
+
+}  // namespace
+
+ThreadCache* ThreadCache::create(Arena& arena) {
+  if (t_state != CacheState::None) return nullptr;
+  t_state = CacheState::Creating;  // allocations made below bypass the cache
+  ThreadCache* cache = nullptr;
+  {
+    LockGuard guard(registry.lock);
+    if (!registry.key_ready.load(std::memory_order_acquire)) {
+      if (pthread_key_create(&registry.key, &ThreadCache::on_thread_exit) == 0)
+        registry.key_ready.store(true, std::memory_order_release);
+    }
+    if (registry.key_ready.load(std::memory_order_relaxed)) cache = registry.pool.acquire();
+    if (cache != nullptr) {
+      cache->next_ = registry.live;
+      if (registry.live != nullptr) registry.live->prev_ = cache;
+      registry.live = cache;
+    }
+  }
+  if (cache == nullptr) {
+    t_state = CacheState::Exited;  // no cache for this thread: every call goes to the arena
+    return nullptr;
+  }
+  cache->arena_ = &arena;
+  pthread_setspecific(registry.key, cache);
+  current_ = cache;
+  t_state = CacheState::Active;
+  return cache;
+}
+
+void ThreadCache::on_thread_exit(void* p) {
+  auto* cache = static_cast<ThreadCache*>(p);
+  current_ = nullptr;
+  t_state = CacheState::Exited;
+  cache->flush_all();
+  LockGuard guard(registry.lock);
+  if (cache->prev_ != nullptr) cache->prev_->next_ = cache->next_; else registry.live = cache->next_;
+  if (cache->next_ != nullptr) cache->next_->prev_ = cache->prev_;
+  registry.pool.release(cache);
+}
+
+std::size_t ThreadCache::bytes_cached_by_all() {
+  LockGuard guard(registry.lock);
+  std::size_t bytes = 0;
+  for (ThreadCache* c = registry.live; c != nullptr; c = c->next_)
+    for (unsigned k = 0; k < kNumClasses; ++k)
+      bytes += std::size_t(c->bins_[k].count.load(std::memory_order_relaxed)) * kSizeClasses[k].size;
+  return bytes;
+}
+
+bool ThreadCache::holds(unsigned size_class, const void* p) const {
+  const Bin& bin = bins_[size_class];
+  const std::uint32_t count = bin.count.load(std::memory_order_relaxed);
+  for (std::uint32_t i = 0; i < count; ++i)
+    if (bin.slots[i] == p) return true;
+  return false;
+}
+
+void* ThreadCache::refill(unsigned size_class) {
+  Bin& bin = bins_[size_class];
+  std::uint32_t count = arena_->alloc_batch(size_class, bin.slots, kBatch);
+  if (count == 0) return nullptr;
+  void* p = bin.slots[--count];
+  bin.count.store(count, std::memory_order_relaxed);
+  *static_cast<std::uintptr_t*>(p) = 0;
+  return p;
+}
+
+std::uint32_t ThreadCache::flush(unsigned size_class, unsigned n) {
+  Bin& bin = bins_[size_class];
+  const std::uint32_t count = bin.count.load(std::memory_order_relaxed);
+  // The oldest entries (bottom of the stack) go back; the warm ones stay.
+  arena_->free_batch(bin.slots, n, "free");
+  for (std::uint32_t i = n; i < count; ++i) bin.slots[i - n] = bin.slots[i];
+  bin.count.store(count - n, std::memory_order_relaxed);
+  return count - n;
+}
+
+void ThreadCache::flush_all() {
+  for (unsigned c = 0; c < kNumClasses; ++c) {
+    const std::uint32_t count = bins_[c].count.load(std::memory_order_relaxed);
+    if (count != 0) flush(c, count);
+  }
+}
+
+}  // namespace pagemalloc

@@ -1,0 +1,89 @@
+// Thread caches: a small stack of free regions per size class and thread, so that most small
+// allocations and frees touch no lock (jemalloc's tcache, glibc's tcache).
+//
+// A cache is filled from its arena and flushed back to it in batches of half its capacity,
+// under one lock acquisition each. The cache record comes from a pool (not from TLS, whose
+// static size is limited); each thread holds a pointer to it. A pthread key's destructor
+// returns the regions and the record when the thread exits; a thread that is exiting, or
+// that is setting up its cache, bypasses the cache.
+//
+// A freed region's first word is set to a key: a free that finds the key there checks the
+// cache and the slab's bitmap, and reports a double free instead of caching the region twice.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "size_classes.h"
+
+namespace pagemalloc {
+
+class Arena;
+
+class ThreadCache {
+ public:
+  static constexpr unsigned kSlots = 64;   // per size class
+  static constexpr unsigned kBatch = kSlots / 2;
+
+  // The calling thread's cache, created on first use; nullptr while it must be bypassed.
+  static ThreadCache* get(Arena& arena) {
+    if (current_ != nullptr) [[likely]] return current_;
+    return create(arena);
+  }
+  // The calling thread's cache if it has one.
+  static ThreadCache* current() { return current_; }
+
+  // nullptr when the arena has no memory left. The region's first word is cleared (it held
+  // the freed key).
+  void* pop(unsigned size_class) {
+    Bin& bin = bins_[size_class];
+    std::uint32_t count = bin.count.load(std::memory_order_relaxed);
+    if (count == 0) [[unlikely]] return refill(size_class);
+    void* p = bin.slots[--count];
+    bin.count.store(count, std::memory_order_relaxed);
+    *static_cast<std::uintptr_t*>(p) = 0;
+    return p;
+  }
+
+  // Requires: p is a live region of size_class not yet in any cache.
+  void push(unsigned size_class, void* p) {
+    Bin& bin = bins_[size_class];
+    std::uint32_t count = bin.count.load(std::memory_order_relaxed);
+    if (count == kSlots) [[unlikely]] count = flush(size_class, kBatch);
+    bin.slots[count] = p;
+    bin.count.store(count + 1, std::memory_order_relaxed);
+  }
+
+  [[nodiscard]] bool holds(unsigned size_class, const void* p) const;
+
+  // Returns every cached region to the arena (thread exit, or pm_purge on this thread).
+  void flush_all();
+
+  static std::uintptr_t freed_key() { return kFreedKey; }
+
+  // Bytes of free regions held by all threads' caches (for the statistics).
+  static std::size_t bytes_cached_by_all();
+
+ private:
+  struct Bin {
+    std::atomic<std::uint32_t> count{0};  // written by the owner only; read by statistics
+    void* slots[kSlots];
+  };
+
+  static ThreadCache* create(Arena& arena);
+  static void on_thread_exit(void* cache);
+  void* refill(unsigned size_class);
+  // Returns the n oldest regions to the arena; returns the new count.
+  std::uint32_t flush(unsigned size_class, unsigned n);
+
+  static constexpr std::uintptr_t kFreedKey = 0x7061'6765'6672'6565;  // "pagefree"
+  static inline constinit thread_local ThreadCache* current_ = nullptr;
+
+  Arena* arena_ = nullptr;
+  ThreadCache* prev_ = nullptr;  // the list of live caches
+  ThreadCache* next_ = nullptr;
+  Bin bins_[kNumClasses];
+};
+
+}  // namespace pagemalloc
