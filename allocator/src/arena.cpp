@@ -161,12 +161,12 @@ void* Arena::alloc_large(std::size_t bytes, std::size_t align, bool& zeroed) {
   const std::uintptr_t aligned = (base + align - 1) & ~(std::uintptr_t(align) - 1);
   const PageCount lead((aligned - base) >> kLgPageSize);
   const Run block{r.run.chunk, r.run.first + lead, pages};
-  // The block's first entry is written before the lead is freed: coalescing the lead reads it.
-  page_entry(block.chunk, block.first) = PageEntry::large(pages);
   if (extra.value() != 0) {
     runs_.shrink_in_place(r.run, lead + pages);
-    if (lead.value() != 0) runs_.free(Run{r.run.chunk, r.run.first, lead});
+    runs_.trim_head(Run{r.run.chunk, r.run.first, lead + pages}, lead);
   }
+  page_entry(block.chunk, block.first) = PageEntry::large(pages);
+  tag_interior(block.chunk, block.first + PageCount(1), block.end());
   allocated_ += pages.bytes();
   active_pages_ += pages.value();
   return block.base();
@@ -188,6 +188,7 @@ bool Arena::resize_large(void* p, PageCount pages, PageCount want) {
   tick();
   if (want > pages) {
     if (!runs_.grow_in_place(run, want)) return false;
+    tag_interior(run.chunk, run.end(), run.first + want);
     allocated_ += (want - pages).bytes();
     active_pages_ += (want - pages).value();
   } else if (want < pages) {
@@ -197,6 +198,15 @@ bool Arena::resize_large(void* p, PageCount pages, PageCount want) {
   }
   page_entry(run.chunk, run.first) = PageEntry::large(want);
   return true;
+}
+
+// With checks on, a large block's interior pages are tagged, so that freeing a pointer into
+// them is reported instead of taking a stale entry for the start of a block. O(pages): checks
+// mode only.
+void Arena::tag_interior(std::byte* chunk, PageIndex from, PageIndex to) {
+  if (!options().checks.load(std::memory_order_relaxed)) return;
+  for (PageIndex i = from; i < to; i = i + PageCount(1))
+    page_entry(chunk, i) = PageEntry::allocated(PageCount(0));
 }
 
 // Requires: lock_ held.

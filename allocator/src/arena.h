@@ -87,6 +87,7 @@ class Arena {
   void unstash_all();
   void release_slab(Slab* slab);
   void tick();
+  void tag_interior(std::byte* chunk, PageIndex from, PageIndex to);
 
   SpinLock lock_;
   ChunkPal pal_;

@@ -92,8 +92,10 @@ Heap::Block Heap::locate(const void* p, const char* call) {
     return {BlockKind::Huge, usable, 0};
   }
   std::byte* chunk = chunk_base_of(p);
-  if (AddressMap::tag_of(address_map().get(chunk)) != AddressMap::kArenaChunk)
-    report_misuse(call, p, "not allocated by pagemalloc");
+  const AddressMap::Tag owner = AddressMap::tag_of(address_map().get(chunk));
+  if (owner != AddressMap::kArenaChunk)
+    report_misuse(call, p, owner == AddressMap::kHuge ? "not the start of a block"
+                                                       : "not allocated by pagemalloc");
   PageEntry e = page_entry(chunk, page_index_of(p));
   switch (e.kind()) {
     case PageKind::Slab: {
@@ -119,8 +121,10 @@ void Heap::deallocate_slow(void* p, const char* call) {
   if (p == nullptr) return;
   if (is_chunk_aligned(p)) return huge_.free(p, call);
   std::byte* chunk = chunk_base_of(p);
-  if (AddressMap::tag_of(address_map().get(chunk)) != AddressMap::kArenaChunk) [[unlikely]]
-    report_misuse(call, p, "not allocated by pagemalloc");
+  const AddressMap::Tag owner = AddressMap::tag_of(address_map().get(chunk));
+  if (owner != AddressMap::kArenaChunk) [[unlikely]]
+    report_misuse(call, p, owner == AddressMap::kHuge ? "not the start of a block"
+                                                       : "not allocated by pagemalloc");
   PageEntry e = page_entry(chunk, page_index_of(p));
   if (e.kind() == PageKind::Slab) [[likely]]
     return deallocate_small(static_cast<Slab*>(e.slab_descriptor()), p, call);
@@ -204,7 +208,8 @@ std::size_t Heap::resize_in_place(void* p, std::size_t size, std::size_t extra, 
   if (old.kind == BlockKind::Large) {
     const PageCount have = PageCount::covering(old.usable);
     const PageCount hi = std::min(PageCount::covering(most), kMaxRunPages);
-    const PageCount lo = std::min(PageCount::covering(least), kMaxRunPages);
+    const PageCount lo = PageCount::covering(least);
+    if (lo > kMaxRunPages) return old.usable;  // only a move could make it huge
     if (hi != have && arena_.resize_large(p, have, hi)) result = hi.bytes();
     else if (hi > have && lo > have && arena_.resize_large(p, have, lo)) result = lo.bytes();
   } else if (PageCount::covering(most).bytes() != old.usable) {

@@ -220,7 +220,7 @@ void HugeManager::tick() {
 // Requires: lock_ held. Unmaps free extents older than min_age_ms.
 void HugeManager::purge(std::uint64_t min_age_ms) {
   while (HugeExtent* e = free_.front()) {
-    if (e->freed_at_ms + min_age_ms > now_ms_) break;
+    if (now_ms_ - e->freed_at_ms < min_age_ms) break;
     free_.remove(e);
     unpublish(e);
     os_.release(e->base, e->reserved);

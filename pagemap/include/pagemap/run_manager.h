@@ -32,9 +32,10 @@ template <class R>
 concept RunManager = requires(R& r, const R& cr, Run run, PageCount n, std::uint64_t ms) {
   { R::kName } -> std::convertible_to<std::string_view>;
   { r.alloc(n) } -> std::same_as<AllocatedRun>;         // Requires: 0 < n <= kMaxRunPages
-  { r.free(run) } -> std::same_as<void>;                // any allocated run, or part of one
+  { r.free(run) } -> std::same_as<void>;                // an allocated run, whole
   { r.grow_in_place(run, n) } -> std::same_as<bool>;    // to n pages; false: left unchanged
   { r.shrink_in_place(run, n) } -> std::same_as<void>;  // to n pages, 0 < n <= run.pages
+  { r.trim_head(run, n) } -> std::same_as<void>;        // frees the first n pages
   { r.advance_clock(ms) } -> std::same_as<void>;        // "now", in ms, for the decay
   { r.purge(ms) } -> std::same_as<PageCount>;           // runs free for >= ms go back to the OS
   { cr.free_pages() } -> std::same_as<PageCount>;

@@ -111,13 +111,21 @@ class RunManagerCore {
     free(Run{run.chunk, run.first + n, run.pages - n});
   }
 
+  // Frees the first n pages of an allocated run; the rest stays allocated.
+  void trim_head(Run run, PageCount n) {
+    if (n.value() == 0 || n >= run.pages) return;
+    write_allocated_tags(run.chunk, run.first + n, run.pages - n);
+    write_allocated_tags(run.chunk, run.first, n);
+    free(Run{run.chunk, run.first, n});
+  }
+
   void advance_clock(std::uint64_t now_ms) { now_ms_ = now_ms; }
 
   PageCount purge(std::uint64_t min_age_ms) {
     PageCount purged;
     while (!dirty_.empty()) {
       auto* node = static_cast<Node*>(dirty_.front());
-      if (node->freed_at_ms + min_age_ms > now_ms_) break;
+      if (now_ms_ - node->freed_at_ms < min_age_ms) break;  // freed_at <= now always
       FreeSpan span = span_at(node);
       dirty_.remove(node);
       dirty_pages_ = dirty_pages_ - span.pages;
