@@ -199,7 +199,7 @@ void* Heap::reallocate(void* p, std::size_t size, std::size_t align, bool zero, 
 std::size_t Heap::resize_in_place(void* p, std::size_t size, std::size_t extra, bool zero,
                                   const char* call) {
   const Block old = locate(p, call);
-  if (old.kind == BlockKind::Small) return old.usable;
+  if (old.kind == BlockKind::Small || size > kMaxRequest) return old.usable;
   // Aim for size + extra; failing that (growth only), for size.
   const std::size_t most = size + extra < size || size + extra > kMaxRequest ? kMaxRequest
                                                                             : size + extra;

@@ -1,0 +1,103 @@
+// Size classes and placement: every request maps to the smallest class that holds it, waste
+// stays within the stated bounds, slab geometry is sound, the region-index magic is exact,
+// and place() (which pm_nallocx reports) agrees with what an allocation really gets.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "pagemalloc/pagemalloc.h"
+#include "placement.h"
+#include "size_classes.h"
+
+namespace pagemalloc {
+namespace {
+
+TEST(SizeClasses, AreStrictlyIncreasingAndSixteenByteAlignedAboveEight) {
+  for (std::size_t c = 1; c < kNumClasses; ++c) {
+    EXPECT_LT(kSizeClasses[c - 1].size, kSizeClasses[c].size) << "class " << c;
+    EXPECT_EQ(kSizeClasses[c].size % 16, 0u) << "class " << c;
+  }
+  EXPECT_EQ(kSizeClasses.front().size, 8u);
+  EXPECT_EQ(kSizeClasses.back().size, kMaxSmallSize);
+}
+
+TEST(SizeClasses, EverySizeRoundTripsToTheSmallestClassThatHoldsIt) {
+  for (std::size_t size = 1; size <= kMaxSmallSize; ++size) {
+    const unsigned c = size_class_of(size);
+    ASSERT_LT(c, kNumClasses) << "size " << size;
+    ASSERT_GE(kSizeClasses[c].size, size) << "size " << size;
+    if (c > 0) ASSERT_LT(kSizeClasses[c - 1].size, size) << "size " << size;
+  }
+}
+
+TEST(SizeClasses, WasteIsAtMostAQuarterAbove48BytesAndUnderTheGranuleBelow) {
+  for (std::size_t size = 1; size <= kMaxSmallSize; ++size) {
+    const std::size_t block = kSizeClasses[size_class_of(size)].size;
+    if (size > 48) {
+      ASSERT_LE((block - size) * 4, block) << "size " << size << " -> " << block;
+    } else {
+      ASSERT_LT(block - size, 16u) << "size " << size << " -> " << block;
+    }
+  }
+  // Page runs above the small sizes: at most 20% (16 KiB + 1 byte -> 5 pages).
+  for (std::size_t size = kMaxSmallSize + 1; size <= 4 * 1024 * 1024; size += 4093) {
+    const Placement where = place(size, 1);
+    ASSERT_LE((where.usable - size) * 5, where.usable) << "size " << size;
+  }
+}
+
+TEST(SizeClasses, SlabsHoldBetweenOneAndFiveHundredTwelveRegionsWithLittleTail) {
+  for (const SizeClass& sc : kSizeClasses) {
+    const std::size_t bytes = std::size_t{sc.slab_pages} * kPageSize;
+    EXPECT_GE(sc.slab_pages, 1u);
+    EXPECT_LE(sc.slab_pages, kMaxSlabPages);
+    EXPECT_EQ(sc.regions, bytes / sc.size) << "class " << sc.size;
+    EXPECT_GE(sc.regions, 1u);
+    EXPECT_LE(sc.regions, kMaxSlabRegions);
+    EXPECT_LE((bytes % sc.size) * 8, bytes) << "class " << sc.size << ": tail over 1/8";
+  }
+}
+
+TEST(SizeClasses, RegionIndexMagicIsExactForEveryOffsetInASlab) {
+  for (const SizeClass& sc : kSizeClasses) {
+    for (std::size_t offset = 0; offset < std::size_t{sc.slab_pages} * kPageSize; ++offset) {
+      ASSERT_EQ(region_index(sc, offset), offset / sc.size) << "class " << sc.size;
+    }
+  }
+}
+
+TEST(Placement, AlignedSmallClassesKeepEveryRegionAligned) {
+  for (std::size_t align = 1; align <= kPageSize; align *= 2) {
+    for (std::size_t size = 1; size <= kMaxSmallSize; size += 7) {
+      const Placement where = place(size, align);
+      ASSERT_NE(where.kind, BlockKind::Invalid);
+      ASSERT_GE(where.usable, size);
+      if (where.kind == BlockKind::Small) ASSERT_EQ(where.usable % align, 0u);
+    }
+  }
+}
+
+TEST(Placement, KindsFollowTheThresholds) {
+  EXPECT_EQ(place(0, 1).kind, BlockKind::Small);
+  EXPECT_EQ(place(kMaxSmallSize, 1).kind, BlockKind::Small);
+  EXPECT_EQ(place(kMaxSmallSize + 1, 1).kind, BlockKind::Large);
+  EXPECT_EQ(place(kMaxRunPages.bytes(), 1).kind, BlockKind::Large);
+  EXPECT_EQ(place(kMaxRunPages.bytes() + 1, 1).kind, BlockKind::Huge);
+  EXPECT_EQ(place(SIZE_MAX, 1).kind, BlockKind::Invalid);
+  EXPECT_EQ(place(100, std::size_t{1} << 13).kind, BlockKind::Large);
+}
+
+TEST(Placement, NallocxIsWhatAnAllocationGets) {
+  for (std::size_t size : {1ul, 17ul, 100ul, 1000ul, 16384ul, 16385ul, 100000ul, 2000000ul,
+                           2100000ul, 9000000ul}) {
+    for (int lg : {0, 4, 6, 12, 14}) {
+      void* p = pm_mallocx(size, PM_LG_ALIGN(lg));
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ(pm_nallocx(size, PM_LG_ALIGN(lg)), pm_sallocx(p, 0)) << size << " lg " << lg;
+      pm_dallocx(p, 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pagemalloc
