@@ -44,6 +44,7 @@ class FakePal {
     if (start + bytes > capacity_) return fail();
     used_ = start + bytes;
     ++live_;
+    std::memset(base_ + start, 0, bytes);  // the Pal contract: reservations read zero
     return base_ + start;
   }
 

@@ -36,7 +36,7 @@ concept RunManager = requires(R& r, const R& cr, Run run, PageCount n, std::uint
   { r.grow_in_place(run, n) } -> std::same_as<bool>;    // to n pages; false: left unchanged
   { r.shrink_in_place(run, n) } -> std::same_as<void>;  // to n pages, 0 < n <= run.pages
   { r.trim_head(run, n) } -> std::same_as<void>;        // frees the first n pages
-  { r.advance_clock(ms) } -> std::same_as<void>;        // "now", in ms, for the decay
+  { r.advance_clock(ms) } -> std::same_as<void>;        // "now", in ms; never goes back
   { r.purge(ms) } -> std::same_as<PageCount>;           // runs free for >= ms go back to the OS
   { cr.free_pages() } -> std::same_as<PageCount>;
   { cr.dirty_pages() } -> std::same_as<PageCount>;
