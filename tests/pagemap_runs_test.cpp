@@ -1225,6 +1225,33 @@ TYPED_TEST(RunManagerTest, RefusedChunkFailsTheAllocAndLeavesEverythingIntact) {
   EXPECT_TRUE(InvariantsHold(this->runs_));
 }
 
+// A clean (purged or never used) run is committed before it is handed out; when the OS
+// refuses, the alloc or the grow fails and every run stays as it was.
+TYPED_TEST(RunManagerTest, RefusedCommitFailsTheAllocOrGrowAndLosesNothing) {
+  PageRun kept = this->Alloc(4);
+  FillPattern(kept, 31);
+  PageCount free_before = this->runs_.free_pages();
+  const int commits_before = this->pal_.commit_calls();
+
+  this->pal_.refuse_commit(true);
+  EXPECT_FALSE(this->runs_.alloc(PageCount(8)).run);
+  EXPECT_FALSE(this->runs_.grow_in_place(kept, PageCount(6)));
+  EXPECT_GT(this->pal_.commit_calls(), commits_before);
+  EXPECT_EQ(this->runs_.free_pages(), free_before);
+  EXPECT_EQ(this->runs_.chunks(), 1u);
+  EXPECT_TRUE(HasPattern(kept, 31));
+  EXPECT_TRUE(InvariantsHold(this->runs_));
+
+  this->pal_.refuse_commit(false);
+  AllocatedRun later = this->runs_.alloc(PageCount(8));
+  ASSERT_TRUE(later.run);
+  EXPECT_TRUE(later.zeroed);
+  EXPECT_TRUE(this->runs_.grow_in_place(kept, PageCount(6)) ||
+              later.run.first == kept.end());  // the alloc may have taken the pages after it
+  EXPECT_TRUE(HasPattern(kept, 31));
+  EXPECT_TRUE(InvariantsHold(this->runs_));
+}
+
 TYPED_TEST(RunManagerTest, OneRefusedReserveFailsOneAlloc) {
   this->pal_.fail_reserve_in(1);
   EXPECT_FALSE(this->runs_.alloc(PageCount(1)).run);

@@ -25,6 +25,7 @@ class ChunkPal {
     address_map().set(p, 0);
     os_.release(p, bytes);
   }
+  bool commit(void* p, std::size_t bytes) { return os_.commit(p, bytes); }
   void decommit(void* p, std::size_t bytes) { os_.decommit(p, bytes); }
   bool grow(void* p, std::size_t old_bytes, std::size_t new_bytes) {
     return os_.grow(p, old_bytes, new_bytes);

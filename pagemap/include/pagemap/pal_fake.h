@@ -54,6 +54,11 @@ class FakePal {
     --live_;
   }
 
+  bool commit(void*, std::size_t) {
+    ++commit_calls_;
+    return !refuse_commit_;
+  }
+
   void decommit(void* p, std::size_t bytes) {
     std::memset(p, 0, bytes);
     decommitted_bytes_ += bytes;
@@ -69,6 +74,8 @@ class FakePal {
   // Test controls.
   void refuse_all(bool on) { refuse_ = on; }
   void fail_reserve_in(int calls) { fail_countdown_ = calls; }  // the calls-th reserve fails
+  void refuse_commit(bool on) { refuse_commit_ = on; }
+  [[nodiscard]] int commit_calls() const { return commit_calls_; }
   [[nodiscard]] int live_reservations() const { return live_; }
   [[nodiscard]] int reserve_calls() const { return reserve_calls_; }
   [[nodiscard]] std::size_t decommitted_bytes() const { return decommitted_bytes_; }
@@ -87,6 +94,8 @@ class FakePal {
   std::size_t used_ = 0;
   std::vector<std::pair<std::byte*, std::size_t>> released_;
   bool refuse_ = false;
+  bool refuse_commit_ = false;
+  int commit_calls_ = 0;
   int fail_countdown_ = 0;
   int live_ = 0;
   int reserve_calls_ = 0;

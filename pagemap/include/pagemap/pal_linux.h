@@ -35,6 +35,9 @@ class LinuxPal {
 
   void release(void* p, std::size_t bytes) { ::munmap(p, bytes); }
 
+  // Linux gives decommitted (MADV_DONTNEED) pages back, zero-filled, on first touch.
+  bool commit(void*, std::size_t) { return true; }
+
   void decommit(void* p, std::size_t bytes) { ::madvise(p, bytes, MADV_DONTNEED); }
 
   bool grow(void* p, std::size_t old_bytes, std::size_t new_bytes) {

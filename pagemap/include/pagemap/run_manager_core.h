@@ -66,9 +66,11 @@ class RunManagerCore {
       node = self().find_fit(n);
     }
     FreeSpan span = span_at(node);
+    Run run{span.chunk, span.first, n};
+    if (!span.dirty && !pal_.commit(run.base(), n.bytes())) return {Run{}, false};
     carve(span, n);
     write_allocated_tags(span.chunk, span.first, n);
-    return {Run{span.chunk, span.first, n}, !span.dirty};
+    return {run, !span.dirty};
   }
 
   void free(Run run) {
@@ -99,6 +101,9 @@ class RunManagerCore {
     if (n <= run.pages) return true;
     FreeSpan right = self().right_neighbour(run.chunk, run.end());
     if (!right || run.pages + right.pages < n) return false;
+    if (!right.dirty && !pal_.commit(run.chunk + (right.first.value() << kLgPageSize),
+                                     (n - run.pages).bytes()))
+      return false;
     carve(right, n - run.pages);
     write_allocated_tags(run.chunk, run.first, n);
     counters_.grow_in_place();
