@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages that pagemalloc's build, tests and study need.
+#
+#   bash tools/install-deps.sh
+#
+# Checks each package with `dpkg -s`; when some are missing, runs `apt-get update` once and
+# `apt-get install -y` with only the missing ones (through sudo unless already root). When
+# everything is installed it does nothing and needs no privileges.
+set -euo pipefail
+
+packages=(
+  build-essential cmake                          # compiler, make, CMake
+  libgtest-dev libgmock-dev                      # googletest
+  libbenchmark-dev                               # Google Benchmark
+  libfmt-dev                                     # fmt
+  libjemalloc-dev libmimalloc-dev                # peers in the benchmarks
+  libgoogle-perftools-dev                        # tcmalloc, a peer
+  python3 python3-matplotlib                     # the study's summary and figures
+  coreutils binutils diffutils mawk              # the drop-in tests: sort, nm, cmp, awk
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg -s "$package" 2>/dev/null | grep -q '^Status: install ok installed'; then
+    missing+=("$package")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  echo "install-deps: missing packages (${missing[*]}); run as root or install sudo" >&2
+  exit 1
+fi
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update </dev/null
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" </dev/null

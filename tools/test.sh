@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Runs pagemalloc's whole test suite; exits non-zero if anything fails.
+#
+#   bash tools/test.sh            (from any directory; as root or with sudo for missing packages)
+#
+# Installs missing Debian packages, then configures, builds and tests two trees (see
+# CMakePresets.json):
+#   build/release    Release: every test, including the LD_PRELOAD drop-in tests of real programs
+#   build/sanitize   RelWithDebInfo with ASan+UBSan: the tests labelled `unit`
+# A tree that fails to build is reported and the next tree still runs. Environment: JOBS
+# (parallel build and test jobs, default 2).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash tools/install-deps.sh
+jobs=${JOBS:-2}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+
+summaries=()
+total_passed=0
+total_failed=0
+failed=0
+
+# Configures, builds and tests one tree. $1: the preset (and build/ folder) name; the rest:
+# extra ctest arguments.
+run_tree() {
+  local tree=$1; shift
+  local dir=build/$tree log=build/$tree/ctest.log
+  echo "==== $tree: configure and build ($dir)"
+  if ! cmake --preset "$tree" || ! cmake --build "$dir" -j "$jobs"; then
+    summaries+=("$tree: BUILD FAILED")
+    failed=1
+    return
+  fi
+  echo "==== $tree: test"
+  local status=0
+  ctest --test-dir "$dir" --output-on-failure --no-tests=error -j "$jobs" --timeout 900 "$@" \
+    </dev/null 2>&1 | tee "$log" || status=$?
+  # ctest ends with "NN% tests passed, F tests failed out of T".
+  local line passed=0 failures=0
+  line=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1 || true)
+  if [ -n "$line" ]; then
+    failures=$(sed -E 's/.* ([0-9]+) tests? failed out of.*/\1/' <<<"$line")
+    passed=$(( $(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line") - failures ))
+  fi
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failures))
+  if [ "$status" -ne 0 ] || [ -z "$line" ]; then
+    failed=1
+    summaries+=("$tree: FAILED, $passed passed, $failures failed (ctest status $status)")
+  else
+    summaries+=("$tree: ok, $passed passed, $failures failed")
+  fi
+  echo "==== ${summaries[-1]}"
+}
+
+run_tree release
+run_tree sanitize --label-regex '^unit$'
+
+echo "==== summary"
+printf '%s\n' "${summaries[@]}"
+echo "$total_passed passed, $total_failed failed"
+if [ "$failed" -ne 0 ]; then
+  echo "TESTS FAILED"
+  exit 1
+fi
+echo "all tests passed"
