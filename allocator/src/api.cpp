@@ -5,63 +5,36 @@
 
 #include "config.h"
 #include "flags.h"
+#include "entry_points.h"
 #include "heap.h"
 #include "pagemalloc/pagemalloc.h"
 
 using pagemalloc::decode_flags;
 using pagemalloc::heap;
 
-namespace {
-
-constexpr bool is_power_of_two(std::size_t a) { return a != 0 && (a & (a - 1)) == 0; }
-
-void* aligned_or_einval(std::size_t alignment, std::size_t size) {
-  if (!is_power_of_two(alignment)) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  return heap().allocate(size, alignment, false);
-}
-
-}  // namespace
-
 extern "C" {
 
 void* pm_malloc(size_t size) { return heap().allocate(size, 1, false); }
 
-void* pm_calloc(size_t count, size_t size) {
-  size_t total = 0;
-  if (__builtin_mul_overflow(count, size, &total)) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  return heap().allocate(total, 1, true);
-}
+void* pm_calloc(size_t count, size_t size) { return pagemalloc::calloc_checked(count, size); }
 
 void* pm_realloc(void* ptr, size_t size) {
-  if (ptr == nullptr) return heap().allocate(size, 1, false);
-  if (size == 0) {  // as glibc: free, and return NULL
-    heap().deallocate(ptr, "pm_realloc");
-    return nullptr;
-  }
-  return heap().reallocate(ptr, size, 1, false, "pm_realloc");
+  return pagemalloc::realloc_as_glibc(ptr, size, "pm_realloc");
 }
 
 void pm_free(void* ptr) { heap().deallocate(ptr, "pm_free"); }
 
 int pm_posix_memalign(void** out, size_t alignment, size_t size) {
-  if (!is_power_of_two(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
-  const int saved = errno;
-  void* p = heap().allocate(size, alignment, false);
-  errno = saved;
-  if (p == nullptr) return ENOMEM;
-  *out = p;
-  return 0;
+  return pagemalloc::posix_memalign_checked(out, alignment, size);
 }
 
-void* pm_aligned_alloc(size_t alignment, size_t size) { return aligned_or_einval(alignment, size); }
+void* pm_aligned_alloc(size_t alignment, size_t size) {
+  return pagemalloc::aligned_alloc_checked(alignment, size);
+}
 
-void* pm_memalign(size_t alignment, size_t size) { return aligned_or_einval(alignment, size); }
+void* pm_memalign(size_t alignment, size_t size) {
+  return pagemalloc::aligned_alloc_checked(alignment, size);
+}
 
 size_t pm_malloc_usable_size(const void* ptr) {
   return heap().usable_size(ptr, "pm_malloc_usable_size");

@@ -6,21 +6,12 @@
 #include <cstddef>
 #include <new>
 
+#include "entry_points.h"
 #include "heap.h"
 
 using pagemalloc::heap;
 
 namespace {
-
-constexpr bool is_power_of_two(std::size_t a) { return a != 0 && (a & (a - 1)) == 0; }
-
-void* aligned_or_einval(std::size_t alignment, std::size_t size) {
-  if (!is_power_of_two(alignment)) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  return heap().allocate(size, alignment, false);
-}
 
 // operator new's failure path: call the new-handler until it gives up, then throw.
 [[gnu::noinline]] void* new_or_throw(std::size_t size, std::size_t align) {
@@ -54,21 +45,11 @@ PAGEMALLOC_EXPORT void* malloc(size_t size) { return heap().allocate(size, 1, fa
 PAGEMALLOC_EXPORT void free(void* p) { heap().deallocate(p, "free"); }
 
 PAGEMALLOC_EXPORT void* calloc(size_t count, size_t size) {
-  size_t total = 0;
-  if (__builtin_mul_overflow(count, size, &total)) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  return heap().allocate(total, 1, true);
+  return pagemalloc::calloc_checked(count, size);
 }
 
 PAGEMALLOC_EXPORT void* realloc(void* p, size_t size) {
-  if (p == nullptr) return heap().allocate(size, 1, false);
-  if (size == 0) {
-    heap().deallocate(p, "realloc");
-    return nullptr;
-  }
-  return heap().reallocate(p, size, 1, false, "realloc");
+  return pagemalloc::realloc_as_glibc(p, size, "realloc");
 }
 
 PAGEMALLOC_EXPORT void* reallocarray(void* p, size_t count, size_t size) {
@@ -81,21 +62,15 @@ PAGEMALLOC_EXPORT void* reallocarray(void* p, size_t count, size_t size) {
 }
 
 PAGEMALLOC_EXPORT int posix_memalign(void** out, size_t alignment, size_t size) {
-  if (!is_power_of_two(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
-  const int saved = errno;
-  void* p = heap().allocate(size, alignment, false);
-  errno = saved;
-  if (p == nullptr) return ENOMEM;
-  *out = p;
-  return 0;
+  return pagemalloc::posix_memalign_checked(out, alignment, size);
 }
 
 PAGEMALLOC_EXPORT void* aligned_alloc(size_t alignment, size_t size) {
-  return aligned_or_einval(alignment, size);
+  return pagemalloc::aligned_alloc_checked(alignment, size);
 }
 
 PAGEMALLOC_EXPORT void* memalign(size_t alignment, size_t size) {
-  return aligned_or_einval(alignment, size);
+  return pagemalloc::aligned_alloc_checked(alignment, size);
 }
 
 PAGEMALLOC_EXPORT void* valloc(size_t size) {

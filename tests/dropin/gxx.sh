@@ -8,6 +8,7 @@
 # succeed and the object files must be identical byte for byte, and malloc must bind to the
 # library.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
 [ $# -eq 1 ] || { echo "usage: $0 path/to/libpagemalloc.so" >&2; exit 2; }
 lib=$(realpath -e -- "$1") || { echo "FAIL: no such library: $1" >&2; exit 1; }
@@ -53,15 +54,6 @@ fi
 # The loader only warns when a preload fails: check that malloc really binds to the library
 # (and never to libc) in every process: the driver, cc1plus, as.
 run bindings.o LD_PRELOAD="$lib" LD_DEBUG=bindings LD_DEBUG_OUTPUT="$work/ld"
+expect_malloc_bound_to "$lib" "$work"/ld.*
 name=$(basename -- "$lib")
-malloc_lines=$(cat "$work"/ld.* | grep -F "symbol \`malloc'" || true)
-if ! grep -qF "/$name [" <<<"$malloc_lines"; then
-  echo "FAIL: malloc does not bind to $name under LD_PRELOAD" >&2
-  exit 1
-fi
-if grep -q ' to [^ ]*/libc\.so[^ ]* \[' <<<"$malloc_lines"; then
-  echo "FAIL: malloc still binds to libc under LD_PRELOAD=$lib:" >&2
-  grep ' to [^ ]*/libc\.so' <<<"$malloc_lines" | head -n 5 >&2
-  exit 1
-fi
 echo "ok: g++ -O2 -c object files identical ($(wc -c <"$work/plain.o") bytes), malloc bound to $name"
