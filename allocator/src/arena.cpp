@@ -10,15 +10,8 @@
 namespace pagemalloc {
 
 void* Arena::alloc_small(unsigned size_class) {
-  LockGuard guard(lock_);
-  Bin& bin = bins_[size_class];
-  Slab* slab = bin.current;
-  if (slab == nullptr || slab->free_count == 0) [[unlikely]] {
-    slab = next_slab(bin, size_class);
-    if (slab == nullptr) return nullptr;
-  }
-  allocated_ += kSizeClasses[size_class].size;
-  return slab->take();
+  void* p = nullptr;
+  return alloc_batch(size_class, &p, 1) == 1 ? p : nullptr;
 }
 
 unsigned Arena::alloc_batch(unsigned size_class, void** out, unsigned n) {

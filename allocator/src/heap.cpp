@@ -30,13 +30,6 @@ constinit NoDestroy<Heap> g_heap;
 
 void* Heap::allocate_slow(std::size_t size, std::size_t align, bool zero) {
   load_conf_from_environment();
-  if (size <= kMaxSmallSize && align <= alignof(std::uint64_t)) [[likely]] {
-    const unsigned size_class = size_class_of(size == 0 ? 1 : size);
-    void* p = allocate_small(size_class);
-    if (p == nullptr) [[unlikely]] return out_of_memory();
-    if (zero) std::memset(p, 0, kSizeClasses[size_class].size);
-    return p;
-  }
   const Placement where = place(size, align);
   void* p = nullptr;
   bool zeroed = false;

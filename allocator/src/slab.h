@@ -33,16 +33,6 @@ struct alignas(64) Slab {
     }
   }
 
-  // Requires: free_count > 0.
-  std::byte* take() {
-    unsigned w = 0;
-    while (free_bits[w] == 0) ++w;
-    unsigned bit = unsigned(std::countr_zero(free_bits[w]));
-    free_bits[w] &= free_bits[w] - 1;
-    --free_count;
-    return base + std::size_t(w * 64 + bit) * kSizeClasses[size_class].size;
-  }
-
   // Takes up to n free regions, a bitmap word at a time; returns how many.
   unsigned take_many(void** out, unsigned n) {
     const SizeClass& sc = kSizeClasses[size_class];
