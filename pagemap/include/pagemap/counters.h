@@ -17,7 +17,7 @@ inline constexpr bool kCountersEnabled = false;
 
 struct RunCounterValues {
   std::uint64_t operations = 0;     // alloc, free, grow and shrink calls
-  std::uint64_t nodes_visited = 0;  // tree nodes (or list heads) looked at
+  std::uint64_t nodes_visited = 0;  // tree nodes looked at (searches and fix-ups)
   std::uint64_t rotations = 0;      // tree rotations
   std::uint64_t map_reads = 0;      // page-map entries read
   std::uint64_t map_writes = 0;     // page-map entries written

@@ -47,7 +47,6 @@ class PagemapRuns : public RunManagerCore<PagemapRuns<P>, PagemapNode, P> {
       bits = words_[w];
     }
     std::size_t length = w * 64 + std::size_t(std::countr_zero(bits));
-    this->counters_mut().node_visited();
     return lists_[length].front();
   }
 
