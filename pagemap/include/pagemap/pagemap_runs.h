@@ -67,16 +67,10 @@ class PagemapRuns : public RunManagerCore<PagemapRuns<P>, PagemapNode, P> {
   }
 
   FreeSpan left_neighbour(std::byte* chunk, PageIndex first) const {
-    PageEntry before = this->read_entry(chunk, first - PageCount(1));
-    if (!before.is_free()) return {};
-    return FreeSpan{chunk, first - before.pages(), before.pages(), before.dirty()};
+    return this->free_run_ending_before(chunk, first);
   }
-
   FreeSpan right_neighbour(std::byte* chunk, PageIndex end) const {
-    if (end >= PageIndex(kPagesPerChunk)) return {};
-    PageEntry after = this->read_entry(chunk, end);
-    if (!after.is_free()) return {};
-    return FreeSpan{chunk, end, after.pages(), after.dirty()};
+    return this->free_run_starting_at(chunk, end);
   }
 
   template <class F>

@@ -213,6 +213,21 @@ class RunManagerCore {
 
   static Node* node_at(std::byte* chunk, PageIndex i) { return Layout::node(chunk, i); }
 
+  // The neighbours of a run found through the boundary tags, O(1): the free run whose last
+  // page is first-1, and the free run whose first page is `end` (for variants that coalesce
+  // through the page map).
+  FreeSpan free_run_ending_before(std::byte* chunk, PageIndex first) const {
+    PageEntry before = read_entry(chunk, first - PageCount(1));  // a header page at the start
+    if (!before.is_free()) return {};
+    return FreeSpan{chunk, first - before.pages(), before.pages(), before.dirty()};
+  }
+  FreeSpan free_run_starting_at(std::byte* chunk, PageIndex end) const {
+    if (end >= PageIndex(kPagesPerChunk)) return {};
+    PageEntry after = read_entry(chunk, end);
+    if (!after.is_free()) return {};
+    return FreeSpan{chunk, end, after.pages(), after.dirty()};
+  }
+
  private:
   Derived& self() { return static_cast<Derived&>(*this); }
   const Derived& self() const { return static_cast<const Derived&>(*this); }
