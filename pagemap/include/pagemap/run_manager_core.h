@@ -149,7 +149,7 @@ class RunManagerCore {
   [[nodiscard]] PageCount dirty_pages() const { return dirty_pages_; }
   [[nodiscard]] std::size_t chunks() const { return chunk_count_; }
   [[nodiscard]] const RunCounterValues& counters() const { return counters_.values(); }
-  RunCounters& counters_mut() { return counters_; }
+  constexpr RunCounters& counters_mut() { return counters_; }
 
   [[nodiscard]] const char* check_invariants() const {
     std::size_t chunks_seen = 0;
