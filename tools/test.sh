@@ -3,12 +3,17 @@
 #
 #   bash tools/test.sh            (from any directory; as root or with sudo for missing packages)
 #
-# Installs missing Debian packages, then configures, builds and tests two trees (see
+# Installs missing Debian packages, then configures, builds and tests three trees (see
 # CMakePresets.json):
 #   build/release    Release: every test, including the LD_PRELOAD drop-in tests of real programs
 #   build/sanitize   RelWithDebInfo with ASan+UBSan: the tests labelled `unit`
-# A tree that fails to build is reported and the next tree still runs. Environment: JOBS
-# (parallel build and test jobs, default 2).
+#   build/tsan       RelWithDebInfo with ThreadSanitizer: the threaded tests (label `threads`,
+#                    the only ones this tree builds), run with address-space randomization off
+#                    when the system allows it (GCC 12's ThreadSanitizer stops with "unexpected
+#                    memory mapping" on kernels that randomize mmap over more bits)
+# A tree that fails to build is reported and the next tree still runs. Prints a line per tree
+# and `N passed, N failed` over all of them. Environment: JOBS (parallel build and test jobs,
+# default 2); PAGEMALLOC_TEST_SEED and PAGEMALLOC_STRESS_SCALE reach the tests.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -21,21 +26,25 @@ total_passed=0
 total_failed=0
 failed=0
 
+# Runs the build and the tests of the next trees through this command, if any (the build runs
+# each test binary too, to list its tests).
+launcher=()
+
 # Configures, builds and tests one tree. $1: the preset (and build/ folder) name; the rest:
 # extra ctest arguments.
 run_tree() {
   local tree=$1; shift
   local dir=build/$tree log=build/$tree/ctest.log
   echo "==== $tree: configure and build ($dir)"
-  if ! cmake --preset "$tree" || ! cmake --build "$dir" -j "$jobs"; then
+  if ! cmake --preset "$tree" || ! "${launcher[@]}" cmake --build "$dir" -j "$jobs"; then
     summaries+=("$tree: BUILD FAILED")
     failed=1
     return
   fi
   echo "==== $tree: test"
   local status=0
-  ctest --test-dir "$dir" --output-on-failure --no-tests=error -j "$jobs" --timeout 900 "$@" \
-    </dev/null 2>&1 | tee "$log" || status=$?
+  "${launcher[@]}" ctest --test-dir "$dir" --output-on-failure --no-tests=error \
+    -j "$jobs" --timeout 900 "$@" </dev/null 2>&1 | tee "$log" || status=$?
   # ctest ends with "NN% tests passed, F tests failed out of T".
   local line passed=0 failures=0
   line=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1 || true)
@@ -56,6 +65,10 @@ run_tree() {
 
 run_tree release
 run_tree sanitize --label-regex '^unit$'
+if setarch "$(uname -m)" -R true 2>/dev/null; then
+  launcher=(setarch "$(uname -m)" -R)
+fi
+run_tree tsan --label-regex '^threads$'
 
 echo "==== summary"
 printf '%s\n' "${summaries[@]}"
