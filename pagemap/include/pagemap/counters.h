@@ -9,9 +9,14 @@
 
 namespace pagemalloc {
 
+// The inline namespace gives the counting and the non-counting RunCounters different linker
+// names, so a program may link code built both ways (a benchmark built with counters beside
+// the allocator library built without) without one definition replacing the other.
 #ifdef PAGEMALLOC_COUNTERS
+inline namespace counting_on {
 inline constexpr bool kCountersEnabled = true;
 #else
+inline namespace counting_off {
 inline constexpr bool kCountersEnabled = false;
 #endif
 
@@ -49,4 +54,5 @@ class RunCounters {
   RunCounterValues values_;
 };
 
+}  // inline namespace counting_on / counting_off
 }  // namespace pagemalloc

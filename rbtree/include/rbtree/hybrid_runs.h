@@ -23,7 +23,7 @@ template <Pal P>
 class HybridRuns : public RunManagerCore<HybridRuns<P>, HybridNode, P> {
   using Core = RunManagerCore<HybridRuns<P>, HybridNode, P>;
   friend Core;
-  using SizeTree = rb::RbTree<BySizeThenAddress<HybridNode>, rb::NoAugment, TreeWorkCounter>;
+  using SizeTree = rb::RbTree<BySizeThenAddress<HybridNode>, rb::NoAugment, TreeWorkCounter<>>;
 
  public:
   static constexpr const char* kName = "hybrid";
@@ -61,7 +61,7 @@ class HybridRuns : public RunManagerCore<HybridRuns<P>, HybridNode, P> {
     return problem;
   }
 
-  SizeTree by_size_{TreeWorkCounter{&this->counters_mut()}};
+  SizeTree by_size_{TreeWorkCounter<>{&this->counters_mut()}};
 };
 
 }  // namespace pagemalloc

@@ -27,8 +27,8 @@ template <Pal P>
 class RbtreeRuns : public RunManagerCore<RbtreeRuns<P>, RbtreeNode, P> {
   using Core = RunManagerCore<RbtreeRuns<P>, RbtreeNode, P>;
   friend Core;
-  using SizeTree = rb::RbTree<BySizeThenAddress<RbtreeNode>, rb::NoAugment, TreeWorkCounter>;
-  using AddressTree = rb::RbTree<ByAddress<RbtreeNode>, rb::NoAugment, TreeWorkCounter>;
+  using SizeTree = rb::RbTree<BySizeThenAddress<RbtreeNode>, rb::NoAugment, TreeWorkCounter<>>;
+  using AddressTree = rb::RbTree<ByAddress<RbtreeNode>, rb::NoAugment, TreeWorkCounter<>>;
 
  public:
   static constexpr const char* kName = "rbtree";
@@ -87,8 +87,8 @@ class RbtreeRuns : public RunManagerCore<RbtreeRuns<P>, RbtreeNode, P> {
     return problem;
   }
 
-  SizeTree by_size_{TreeWorkCounter{&this->counters_mut()}};
-  AddressTree by_address_{TreeWorkCounter{&this->counters_mut()}};
+  SizeTree by_size_{TreeWorkCounter<>{&this->counters_mut()}};
+  AddressTree by_address_{TreeWorkCounter<>{&this->counters_mut()}};
 };
 
 }  // namespace pagemalloc

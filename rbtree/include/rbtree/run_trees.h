@@ -49,8 +49,11 @@ struct ByAddress : rb::LinkAsBase<Node, AddressLink> {
   static Key key(const Node& n) { return address_of(&n); }
 };
 
+// A template over the counters' type, so that its name, like RunCounters', differs between
+// code built with and without counting (counters.h).
+template <class Counters = RunCounters>
 struct TreeWorkCounter {
-  RunCounters* counters;
+  Counters* counters;
   void visited() { counters->node_visited(); }
   void rotated() { counters->rotation(); }
 };
