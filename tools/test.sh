@@ -26,9 +26,8 @@ total_passed=0
 total_failed=0
 failed=0
 
-# Runs the build and the tests of the next trees through this command, if any (the build runs
-# each test binary too, to list its tests).
-launcher=()
+# Runs the tests of the next trees through this command, if any.
+test_launcher=()
 
 # Configures, builds and tests one tree. $1: the preset (and build/ folder) name; the rest:
 # extra ctest arguments.
@@ -36,14 +35,14 @@ run_tree() {
   local tree=$1; shift
   local dir=build/$tree log=build/$tree/ctest.log
   echo "==== $tree: configure and build ($dir)"
-  if ! cmake --preset "$tree" || ! "${launcher[@]}" cmake --build "$dir" -j "$jobs"; then
+  if ! cmake --preset "$tree" || ! cmake --build "$dir" -j "$jobs"; then
     summaries+=("$tree: BUILD FAILED")
     failed=1
     return
   fi
   echo "==== $tree: test"
   local status=0
-  "${launcher[@]}" ctest --test-dir "$dir" --output-on-failure --no-tests=error \
+  "${test_launcher[@]}" ctest --test-dir "$dir" --output-on-failure --no-tests=error \
     -j "$jobs" --timeout 900 "$@" </dev/null 2>&1 | tee "$log" || status=$?
   # ctest ends with "NN% tests passed, F tests failed out of T".
   local line passed=0 failures=0
@@ -66,7 +65,7 @@ run_tree() {
 run_tree release
 run_tree sanitize --label-regex '^unit$'
 if setarch "$(uname -m)" -R true 2>/dev/null; then
-  launcher=(setarch "$(uname -m)" -R)
+  test_launcher=(setarch "$(uname -m)" -R)
 fi
 run_tree tsan --label-regex '^threads$'
 
