@@ -12,8 +12,8 @@
 //                                      own 1600 chunks, all on the same allocator;
 //                                      N = 1, 2, 4, 8, 16
 //
-// A is the allocator: Glibc (malloc/free) or Pagemalloc (pm_malloc/pm_free), both in this one
-// process. The chunks are not written: the measure is the allocator's own work.
+// A is the allocator: Malloc (malloc/free: glibc, or whichever allocator LD_PRELOAD puts under
+// the process) or Pagemalloc (pm_malloc/pm_free), both in this one process. The chunks are not written: the measure is the allocator's own work.
 //
 // One iteration is one round of 1600 allocations and 1600 frees; items_per_second counts one
 // item per allocation+free pair. The threaded benchmarks use wall time, and Google Benchmark
@@ -37,7 +37,7 @@ constexpr std::size_t kChunks = 1600;
 constexpr std::size_t kThreadedChunkBytes = 128;
 static_assert(kChunks % 2 == 0, "the chunks split into two equal halves");
 
-struct Glibc {
+struct Malloc {
   static void* allocate(std::size_t size) { return std::malloc(size); }
   static void release(void* p) { std::free(p); }
 };
@@ -102,9 +102,9 @@ void thread_counts(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2, 4, 8, 16}) b->Threads(threads);
 }
 
-BENCHMARK_TEMPLATE(BM_SmallChunks, Glibc)->Apply(chunk_sizes);
+BENCHMARK_TEMPLATE(BM_SmallChunks, Malloc)->Apply(chunk_sizes);
 BENCHMARK_TEMPLATE(BM_SmallChunks, Pagemalloc)->Apply(chunk_sizes);
-BENCHMARK_TEMPLATE(BM_SmallChunksThreads, Glibc)->Apply(thread_counts);
+BENCHMARK_TEMPLATE(BM_SmallChunksThreads, Malloc)->Apply(thread_counts);
 BENCHMARK_TEMPLATE(BM_SmallChunksThreads, Pagemalloc)->Apply(thread_counts);
 
 }  // namespace
