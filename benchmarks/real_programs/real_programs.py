@@ -929,6 +929,12 @@ def main(argv=None):
         print(f"real_programs: {error}", file=sys.stderr)
         return 2
 
+    # Taken before the runs: the libraries and the source tree as they were measured.
+    allocator_facts = {
+        a.name: {"kind": a.kind, "library": a.library,
+                 "sha256": sha256_of_file(a.library) if a.library else None,
+                 **(cmake_build_facts(a.library) if a.kind == "pagemalloc" else {})}
+        for a in allocators}
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
     generator_digest = sha256_of_file(os.path.join(SCRIPT_DIRECTORY, "inputs.py"))[:12]
     work = args.work_dir or os.path.join("/tmp", "pagemalloc-real-programs",
@@ -1083,10 +1089,7 @@ def main(argv=None):
         "seed": args.seed, "mode": "quick" if args.quick else "full", "rounds": args.rounds,
         "sizes": sizes, "work_directory": work,
         "elapsed_s": time.monotonic() - began,
-        "allocators": {a.name: {"kind": a.kind, "library": a.library,
-                                "sha256": sha256_of_file(a.library) if a.library else None,
-                                **(cmake_build_facts(a.library) if a.kind == "pagemalloc" else {})}
-                       for a in allocators},
+        "allocators": allocator_facts,
         "glibc_shim_for_jemalloc_linked_programs": shim,
         "programs": {p.name: {"command": p.describe(), "environment": p.environment(),
                               "output_excerpt": reference_outputs.get(p.name)}
