@@ -65,6 +65,11 @@ class Arena {
   void purge_all();
   ArenaStats stats();
   const char* check_invariants();
+
+  // fork(): the lock is taken before and released after, in the parent and in the child, so
+  // that the child never inherits it half-held (fork.cpp).
+  void lock_for_fork() { lock_.lock(); }
+  void unlock_after_fork() { lock_.unlock(); }
   const RunCounterValues& run_counters() const { return runs_.counters(); }
 
  private:

@@ -2,6 +2,8 @@
 // in place (runs and huge extents) before moving, and moving by remapping before copying.
 #include "heap.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -9,6 +11,7 @@
 #include "address_map.h"
 #include "config.h"
 #include "diagnostics.h"
+#include "fork.h"
 #include "pagemalloc/pagemalloc.h"
 #include "thread_cache.h"
 
@@ -28,8 +31,25 @@ bool is_aligned(const void* p, std::size_t align) {
 
 constinit NoDestroy<Heap> g_heap;
 
-void* Heap::allocate_slow(std::size_t size, std::size_t align, bool zero) {
+void Heap::initialize() {
+  // A call made by the initialization itself (pthread_atfork may allocate) goes ahead on
+  // the defaults; any other thread waits for the first one to finish.
+  static constinit thread_local bool t_initializing = false;
+  if (t_initializing) return;
+  int expected = kUninitialized;
+  if (!init_state_.compare_exchange_strong(expected, kInitializing, std::memory_order_acq_rel)) {
+    while (init_state_.load(std::memory_order_acquire) != kInitialized) sched_yield();
+    return;
+  }
+  t_initializing = true;
   load_conf_from_environment();
+  install_fork_handlers();
+  t_initializing = false;
+  init_state_.store(kInitialized, std::memory_order_release);
+}
+
+void* Heap::allocate_slow(std::size_t size, std::size_t align, bool zero) {
+  ensure_initialized();
   const Placement where = place(size, align);
   void* p = nullptr;
   bool zeroed = false;
@@ -75,7 +95,7 @@ void Heap::deallocate_small(Slab* slab, void* p, const char* call) {
 }
 
 Heap::Block Heap::locate(const void* p, const char* call) {
-  load_conf_from_environment();
+  ensure_initialized();
   if (is_chunk_aligned(p)) {
     std::size_t usable = huge_.usable_size(p);
     if (usable == 0) {
@@ -110,7 +130,7 @@ Heap::Block Heap::locate(const void* p, const char* call) {
 }
 
 void Heap::deallocate_slow(void* p, const char* call) {
-  load_conf_from_environment();
+  ensure_initialized();
   if (p == nullptr) return;
   if (is_chunk_aligned(p)) return huge_.free(p, call);
   std::byte* chunk = chunk_base_of(p);
@@ -127,7 +147,7 @@ void Heap::deallocate_slow(void* p, const char* call) {
 }
 
 void Heap::deallocate_sized(void* p, std::size_t size, std::size_t align, const char* call) {
-  load_conf_from_environment();
+  ensure_initialized();
   if (p == nullptr) return;
   if (options().checks.load(std::memory_order_relaxed)) {
     Block b = locate(p, call);

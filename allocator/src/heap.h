@@ -37,9 +37,23 @@ class Heap {
 
   void purge();
   void stats(pm_stats& out);
-  Arena& arena() { return arena_; }
+
+  // Reads PAGEMALLOC_CONF and installs the fork handlers, once. Every slow path calls it
+  // first; the fast paths need a thread cache, which only a slow path creates.
+  void ensure_initialized() {
+    if (init_state_.load(std::memory_order_acquire) != kInitialized) [[unlikely]] initialize();
+  }
+
+  // fork(): every lock of the heap, taken in one fixed order before the fork and released
+  // after it (fork.cpp).
+  void lock_for_fork();
+  void unlock_after_fork_in_parent();
+  void reset_after_fork_in_child();
 
  private:
+  static constexpr int kUninitialized = 0, kInitializing = 1, kInitialized = 2;
+  void initialize();
+
   struct Block {
     BlockKind kind;
     std::size_t usable;
@@ -51,6 +65,7 @@ class Heap {
   void deallocate_slow(void* p, const char* call);
   void deallocate_small(Slab* slab, void* p, const char* call);
 
+  std::atomic<int> init_state_{kUninitialized};
   Arena arena_;
   HugeManager huge_;
   std::atomic<std::size_t> copied_{0};

@@ -60,6 +60,10 @@ class HugeManager {
   void purge_all();
   HugeStats stats();
 
+  // fork(): as Arena's (fork.cpp).
+  void lock_for_fork() { lock_.lock(); }
+  void unlock_after_fork() { lock_.unlock(); }
+
  private:
   HugeExtent* live_extent(const void* p);
   void publish(HugeExtent* e);

@@ -76,6 +76,24 @@ std::size_t ThreadCache::bytes_cached_by_all() {
   return bytes;
 }
 
+void ThreadCache::lock_for_fork() { registry.lock.lock(); }
+
+void ThreadCache::unlock_after_fork_in_parent() { registry.lock.unlock(); }
+
+// Requires: the registry's lock held (by lock_for_fork, before the fork).
+void ThreadCache::reset_after_fork_in_child() {
+  ThreadCache* survivor = current_;
+  ThreadCache* c = registry.live;
+  while (c != nullptr) {
+    ThreadCache* next = c->next_;
+    if (c != survivor) registry.pool.release(c);
+    c = next;
+  }
+  registry.live = survivor;
+  if (survivor != nullptr) survivor->prev_ = survivor->next_ = nullptr;
+  registry.lock.unlock();
+}
+
 bool ThreadCache::holds(unsigned size_class, const void* p) const {
   const Bin& bin = bins_[size_class];
   const std::uint32_t count = bin.count.load(std::memory_order_relaxed);

@@ -65,6 +65,13 @@ class ThreadCache {
   // Bytes of free regions held by all threads' caches (for the statistics).
   static std::size_t bytes_cached_by_all();
 
+  // fork(): the registry's lock is held across it. In the child only the forking thread
+  // exists: the other threads' caches are dropped, and the regions they held are lost (their
+  // owners may have been halfway through a push or a pop, so they cannot be trusted).
+  static void lock_for_fork();
+  static void unlock_after_fork_in_parent();
+  static void reset_after_fork_in_child();
+
  private:
   struct Bin {
     std::atomic<std::uint32_t> count{0};  // written by the owner only; read by statistics

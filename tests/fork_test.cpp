@@ -1,0 +1,224 @@
+// Fork safety: the child of a multithreaded parent can allocate.
+//
+// While worker threads allocate and free blocks of every kind (small, large, huge), take
+// statistics and start and end short-lived threads (whose caches come and go), the main
+// thread forks again and again. Each child allocates and frees a lot of every kind, checks
+// what it wrote, takes statistics, purges, starts a thread of its own that allocates, and
+// exits with 0, or with a code naming the first check that failed. A child that deadlocks on
+// a lock held by a thread that did not survive the fork is killed by an alarm, and the
+// parent reports the signal.
+#include <gtest/gtest.h>
+
+#include <pagemalloc/pagemalloc.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr std::size_t KiB = 1024;
+constexpr std::size_t MiB = 1024 * KiB;
+constexpr unsigned kChildAlarmSeconds = 60;
+
+// A block filled with a pattern that depends on its address and a salt.
+struct Block {
+  unsigned char* start = nullptr;
+  std::size_t size = 0;
+  unsigned char salt = 0;
+};
+
+unsigned char pattern_byte(std::size_t offset, unsigned char salt) {
+  return static_cast<unsigned char>((offset * 131 + salt) & 0xff);
+}
+
+// Writes the first and last 4 KiB and every 4 KiB in between (a huge block is not touched
+// whole: the test is about locks, not bandwidth).
+template <class Visit>
+void for_each_probe(const Block& b, Visit visit) {
+  const std::size_t stride = b.size <= 8 * KiB ? 1 : 4 * KiB;
+  for (std::size_t i = 0; i < b.size; i += stride) visit(i);
+  if (b.size != 0) visit(b.size - 1);
+}
+
+bool fill_and_keep(Block& b, std::size_t size, unsigned char salt) {
+  b.start = static_cast<unsigned char*>(pm_malloc(size));
+  b.size = size;
+  b.salt = salt;
+  if (b.start == nullptr) return false;
+  for_each_probe(b, [&](std::size_t i) { b.start[i] = pattern_byte(i, salt); });
+  return true;
+}
+
+bool intact(const Block& b) {
+  bool ok = true;
+  for_each_probe(b, [&](std::size_t i) { ok &= b.start[i] == pattern_byte(i, b.salt); });
+  return ok;
+}
+
+std::size_t size_of_kind(std::mt19937_64& rng) {
+  const unsigned kind = unsigned(rng() % 100);
+  if (kind < 80) return 1 + rng() % 2048;                 // small
+  if (kind < 97) return 20 * KiB + rng() % (900 * KiB);   // large
+  return 3 * MiB + rng() % (6 * MiB);                     // huge
+}
+
+// The parent's workers: allocation traffic on every lock of the heap until told to stop.
+class Workers {
+ public:
+  explicit Workers(unsigned count) {
+    for (unsigned t = 0; t < count; ++t) threads_.emplace_back([this, t] { run(t); });
+    threads_.emplace_back([this] { churn_threads(); });
+  }
+  ~Workers() { stop(); }
+
+  void stop() {
+    stop_.store(true);
+    for (std::thread& t : threads_)
+      if (t.joinable()) t.join();
+  }
+  int failures() const { return failures_.load(); }
+
+ private:
+  void run(unsigned id) {
+    std::mt19937_64 rng(0xf0f0 + id);
+    std::vector<Block> live(64);
+    unsigned char salt = 0;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      Block& slot = live[rng() % live.size()];
+      if (slot.start != nullptr) {
+        if (!intact(slot)) failures_.fetch_add(1);
+        pm_free(slot.start);
+        slot = {};
+      } else if (!fill_and_keep(slot, size_of_kind(rng), ++salt)) {
+        failures_.fetch_add(1);
+      }
+      if (rng() % 256 == 0) {
+        pm_stats stats{};
+        pm_stats_get(&stats);
+      }
+    }
+    for (Block& b : live)
+      if (b.start != nullptr) pm_free(b.start);
+  }
+
+  // Threads that start, allocate and end: their caches are created and torn down under the
+  // cache registry's lock.
+  void churn_threads() {
+    while (!stop_.load(std::memory_order_relaxed)) {
+      std::thread short_lived([] {
+        void* blocks[32];
+        for (void*& p : blocks) p = pm_malloc(48);
+        for (void* p : blocks) pm_free(p);
+      });
+      short_lived.join();
+    }
+  }
+
+  std::atomic<bool> stop_{false};
+  std::atomic<int> failures_{0};
+  std::vector<std::thread> threads_;
+};
+
+// The child's work; returns 0, or the number of the first check that failed.
+int child_workload(unsigned round) {
+  ::alarm(kChildAlarmSeconds);
+  std::mt19937_64 rng(0xc41d + round);
+  std::vector<Block> blocks(2000);
+  unsigned char salt = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      const std::size_t size = i % 1000 == 0 ? 3 * MiB + rng() % (4 * MiB)
+                               : i % 50 == 0 ? 20 * KiB + rng() % (300 * KiB)
+                                             : 1 + rng() % 4096;
+      if (!fill_and_keep(blocks[i], size, ++salt)) return 1;
+    }
+    for (const Block& b : blocks)
+      if (!intact(b)) return 2;
+    for (std::size_t i = 0; i < blocks.size(); i += 2) {
+      Block& b = blocks[i];
+      auto* grown = static_cast<unsigned char*>(pm_realloc(b.start, b.size * 2));
+      if (grown == nullptr) return 3;
+      b.start = grown;
+      if (!intact(b)) return 4;
+    }
+    for (Block& b : blocks) pm_free(b.start);
+  }
+  pm_stats stats{};
+  pm_stats_get(&stats);
+  pm_purge();
+
+  // A thread of the child's own: its cache comes from the registry.
+  std::atomic<int> thread_result{-1};
+  std::thread helper([&] {
+    Block b;
+    int result = 0;
+    for (int i = 0; i < 1000 && result == 0; ++i) {
+      if (!fill_and_keep(b, 1 + std::size_t(i) % 3000, static_cast<unsigned char>(i))) result = 5;
+      else if (!intact(b)) result = 6;
+      pm_free(b.start);
+    }
+    thread_result.store(result);
+  });
+  helper.join();
+  if (thread_result.load() != 0) return thread_result.load();
+  ::alarm(0);
+  return 0;
+}
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "killed by signal " + std::to_string(sig) +
+           (sig == SIGALRM ? " (the alarm: deadlocked or stuck)" : "");
+  }
+  return "status " + std::to_string(status);
+}
+
+TEST(Fork, ChildOfABusyMultithreadedParentAllocates) {
+  constexpr unsigned kForks = 25;
+  Workers workers(3);
+  for (unsigned round = 0; round < kForks; ++round) {
+    // Let the workers get going between forks, so that some fork lands mid-operation.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const pid_t pid = ::fork();
+    ASSERT_NE(pid, -1) << std::strerror(errno);
+    if (pid == 0) ::_exit(child_workload(round));
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "fork " << round << ": the child " << describe_exit(status);
+  }
+  workers.stop();
+  EXPECT_EQ(workers.failures(), 0) << "a worker found a block changed or an allocation failed";
+}
+
+TEST(Fork, ParentKeepsAllocatingAfterForks) {
+  Block before;
+  ASSERT_TRUE(fill_and_keep(before, 5000, 7));
+  for (unsigned round = 0; round < 5; ++round) {
+    const pid_t pid = ::fork();
+    ASSERT_NE(pid, -1);
+    if (pid == 0) ::_exit(child_workload(round) == 0 && intact(before) ? 0 : 99);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe_exit(status);
+  }
+  EXPECT_TRUE(intact(before));
+  Block after;
+  ASSERT_TRUE(fill_and_keep(after, 100 * KiB, 9));
+  EXPECT_TRUE(intact(after));
+  pm_free(after.start);
+  pm_free(before.start);
+}
+
+}  // namespace
