@@ -23,8 +23,8 @@
 #   jq       jq grouping and reshaping a generated JSON array of records
 #   lua      lua5.4 building, sorting and concatenating tables of strings
 #
-# Prints, per trace, its size and the number of run-manager calls it holds (32 bytes each,
-# after a 32-byte header).
+# Prints, per trace, its size and the number of run-manager calls it holds (32-byte records
+# after a 32-byte file header, one record per call and one that introduces each run manager).
 set -euo pipefail
 
 [ $# -eq 2 ] || { echo "usage: $0 path/to/libpagemalloc.so out_dir" >&2; exit 2; }
@@ -193,12 +193,16 @@ if command -v lua5.4 >/dev/null; then
   record lua lua5.4 "$work/workload.lua" && recorded+=(lua)
 fi
 
-echo "traces in $out (32-byte records after a 32-byte header):"
+echo "traces in $out (calls: 32-byte records less the file header and one per run manager):"
 printf '  %-28s %12s %12s\n' trace bytes calls
 for trace in "$out"/*.trace; do
   [ -e "$trace" ] || continue
   bytes=$(stat -c %s -- "$trace")
-  printf '  %-28s %12d %12d\n' "$(basename -- "$trace")" "$bytes" $((bytes / 32 - 1))
+  managers=$("$python" -c '
+import sys
+data = open(sys.argv[1], "rb").read()
+print(sum(1 for i in range(32, len(data), 32) if data[i] == 0))' "$trace")
+  printf '  %-28s %12d %12d\n' "$(basename -- "$trace")" "$bytes" $((bytes / 32 - 1 - managers))
 done
 replay="replay: trace_replay"
 for name in "${recorded[@]}"; do replay+=" --trace=$out/$name.trace"; done

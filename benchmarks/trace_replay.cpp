@@ -4,9 +4,9 @@
 // is measured on a real program's sequence of calls with the rest of the allocator (size
 // classes, slabs, thread caches, locks) taken away.
 //
-// Run, from the build tree (one benchmark per trace and variant):
+// Run, from the build tree (one benchmark per trace, variant and OS layer):
 //
-//   benchmarks/trace_replay --trace=traces/python.1234.trace [--trace=...]
+//   benchmarks/trace_replay --trace=traces/python.trace [--trace=...] [--pal=linux|pooled|both]
 //       [--benchmark_out=replay.json --benchmark_out_format=json]
 //   benchmarks/trace_replay_counted --trace=...     (the same, with the counters compiled in)
 //
@@ -19,17 +19,22 @@
 // Replaying. The trace names runs by address, and each variant places runs differently, so the
 // trace is first translated (once, at load) into a program over *slots*: an alloc fills a slot
 // with the run the replaying variant returns, later calls on that run name the slot, a free
-// empties it. Each variant then gets, per iteration, fresh run managers over LinuxPal (one per
-// run manager of the recorded process) and executes the program. Construction and teardown are
-// outside the timed part; chunk reservations (mmap) and purges (madvise) inside it are the
-// variant's own work, as in the allocator. A failed alloc is an error. A grow_in_place whose
-// outcome differs from the recorded one (the free run after the block is not the same in
-// another layout) is replayed as the allocator would go on: a grow that failed in the
-// recording but succeeds here is undone with shrink_in_place; a grow that succeeded in the
-// recording but fails here becomes alloc + free (the block moves). Both count in
-// grow_mismatches (0 for the recorded variant itself).
+// empties it. Each variant then gets, per iteration, fresh run managers (one per run manager of
+// the recorded process) and executes the program. Construction and teardown are outside the
+// timed part. A failed alloc is an error. A grow_in_place whose outcome differs from the
+// recorded one (the free run after the block is not the same in another layout) is replayed
+// as the allocator would go on: a grow that failed in the recording but succeeds here is
+// undone with shrink_in_place; a grow that succeeded in the recording but fails here becomes
+// alloc + free (the block moves). Both count in grow_mismatches.
 //
-// Reported per benchmark (name replay/<trace>/<variant>):
+// Two OS layers (--pal, both by default):
+//
+//   linux    LinuxPal, as in the allocator: the timed part includes reserving chunks (mmap),
+//            the page faults of writing their headers, purges (madvise) and releases (munmap)
+//   pooled   chunks from a pool mapped and pre-faulted before the timed part, commit and
+//            decommit doing nothing: the timed part is the free-run bookkeeping alone
+//
+// Reported per benchmark (name replay/<trace>/<variant>/<pal>):
 //
 //   Time, CPU              one whole replay of the trace
 //   ops, ns_per_op         calls in the trace; CPU ns per call (extra calls of mismatched grows
@@ -46,11 +51,18 @@
 //   peak_footprint_pages   the most pages that were in use or dirty at once: all pages of all
 //                          chunks less the free pages that were never touched or were purged
 //   final_chunks           chunks held at the end of the trace
+//   header_pages           pages of each chunk's header (page map and the variant's nodes)
 //   grow_mismatches        see above
+//   same_place             the fraction of allocs that got the same place as in the recording
+//                          (the same chunk, in order of first use, and the same page counted
+//                          from the chunk's first run page): 1 for the recorded variant, which
+//                          shows that the replay reproduces the recording
 //   managers               run managers in the recorded process (arenas)
+//   pool_misses            pooled only: chunks the pool lacked, taken from the OS in the replay
 //
-// The memory figures come from one untimed replay per variant, made at start, which also
-// checks the run managers' invariants at the end; they do not depend on timing.
+// The memory figures, the counters, grow_mismatches and same_place come from one untimed
+// replay per variant over LinuxPal, made at start, which also checks the run managers'
+// invariants at the end; they do not depend on timing.
 #include "bench_context.h"
 
 #include <benchmark/benchmark.h>
@@ -62,11 +74,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -90,13 +105,19 @@ using pagemalloc::RunCounterValues;
 using pagemalloc::TraceOp;
 using pagemalloc::TraceRecord;
 
-template <class... Runs>
+// A run-manager variant, to be instantiated over either OS layer.
+template <template <pagemalloc::Pal> class RunsOver>
+struct Variant {
+  template <pagemalloc::Pal P>
+  using Runs = RunsOver<P>;
+};
+
+template <class... Variants>
 struct VariantList {};
 
 // The variants, one entry each.
-using Variants = VariantList<pagemalloc::PagemapRuns<LinuxPal>,
-                             pagemalloc::HybridRuns<LinuxPal>,
-                             pagemalloc::RbtreeRuns<LinuxPal>>;
+using Variants = VariantList<Variant<pagemalloc::PagemapRuns>, Variant<pagemalloc::HybridRuns>,
+                             Variant<pagemalloc::RbtreeRuns>>;
 
 // One call of the translated program.
 struct ReplayOp {
@@ -105,8 +126,15 @@ struct ReplayOp {
   std::uint16_t manager = 0;    // index of the run manager (recorded instance - 1)
   std::uint32_t slot = 0;       // the run's slot
   std::uint32_t pages = 0;      // Alloc, GrowInPlace, ShrinkInPlace, TrimHead: n
-  std::uint64_t ms = 0;         // Purge: minimum age; AdvanceClock: now
+  std::uint64_t value = 0;      // Purge: minimum age (ms); AdvanceClock: now (ms);
+                                // Alloc: where the recording placed the run (place_of)
 };
+
+// Where a run lies: its chunk's rank in the order chunks first appeared, and its first page
+// counted from the chunk's first run page.
+std::uint64_t place_of(std::uint64_t chunk_rank, std::uint64_t first_page) {
+  return chunk_rank * pagemalloc::kPagesPerChunk + first_page;
+}
 
 struct OpTally {
   std::uint64_t by_op[pagemalloc::kTraceOpCount] = {};
@@ -119,6 +147,8 @@ struct Program {
   std::vector<ReplayOp> ops;
   std::size_t slots = 0;
   std::size_t managers = 0;
+  std::string recorded_variant;       // the run manager of the recording
+  std::uint32_t recorded_first_run_page = 0;
   std::uint64_t recorded_pid = 0;
   std::uintmax_t file_bytes = 0;
   OpTally tally;
@@ -182,6 +212,7 @@ std::optional<Program> load_trace(const std::string& path) {
     std::uint32_t pages;  // the run's length in the recording
   };
   std::unordered_map<std::uint64_t, SlotState> live;  // recorded first-page address -> slot
+  std::unordered_map<std::uint64_t, std::uint64_t> chunk_ranks;  // recorded chunk -> rank
   std::vector<std::uint32_t> free_slots;
   const auto fail = [&](std::size_t index, std::string_view what) {
     fmt::print(stderr, "trace_replay: {}: record {} ({}): {}\n", path, index,
@@ -191,9 +222,15 @@ std::optional<Program> load_trace(const std::string& path) {
 
   for (std::size_t i = 1; i < records.size(); ++i) {
     const TraceRecord& r = records[i];
-    if (static_cast<std::uint8_t>(r.op) >= pagemalloc::kTraceOpCount || r.op == TraceOp::Header ||
-        r.instance == 0)
+    if (static_cast<std::uint8_t>(r.op) >= pagemalloc::kTraceOpCount || r.instance == 0)
       return fail(i, "not a call record");
+    if (r.op == TraceOp::Header) {  // a run manager introduces itself
+      program.recorded_variant.clear();
+      for (std::uint64_t name = r.argument; name != 0; name >>= 8)
+        program.recorded_variant += static_cast<char>(name & 0xff);
+      program.recorded_first_run_page = r.run_pages;
+      continue;
+    }
     ReplayOp op{.op = r.op, .manager = static_cast<std::uint16_t>(r.instance - 1)};
     program.managers = std::max<std::size_t>(program.managers, r.instance);
     const auto pages = static_cast<std::uint32_t>(r.argument);
@@ -214,6 +251,9 @@ std::optional<Program> load_trace(const std::string& path) {
           return fail(i, "a run allocated twice");
         op.slot = slot;
         op.pages = pages;
+        const std::uint64_t chunk = r.run_base & ~std::uint64_t{pagemalloc::kChunkSize - 1};
+        const std::uint64_t rank = chunk_ranks.emplace(chunk, chunk_ranks.size()).first->second;
+        op.value = place_of(rank, (r.run_base - chunk) / kPageSize - program.recorded_first_run_page);
         break;
       }
       case TraceOp::Free:
@@ -243,7 +283,7 @@ std::optional<Program> load_trace(const std::string& path) {
       }
       case TraceOp::Purge:
       case TraceOp::AdvanceClock:
-        op.ms = r.argument;
+        op.value = r.argument;
         break;
       case TraceOp::Header:
         break;
@@ -265,6 +305,7 @@ struct MemoryFigures {
 struct ReplayOutcome {
   std::string error;  // empty: the replay went through
   std::uint64_t grow_mismatches = 0;
+  std::uint64_t same_places = 0;  // allocs placed where the recording placed them
   MemoryFigures memory;
   RunCounterValues counters;
 };
@@ -272,7 +313,8 @@ struct ReplayOutcome {
 template <class Runs>
 class Replay {
  public:
-  Replay(const Program& program, LinuxPal& pal) : slots_(program.slots) {
+  template <class P>
+  Replay(const Program& program, P& pal) : slots_(program.slots) {
     managers_.reserve(program.managers);
     for (std::size_t i = 0; i < program.managers; ++i)
       managers_.push_back(std::make_unique<Runs>(pal));
@@ -294,6 +336,7 @@ class Replay {
             return false;
           }
           run = fresh.run;
+          if constexpr (kMeasure) outcome.same_places += place(run) == op.value ? 1 : 0;
           break;
         }
         case TraceOp::Free:
@@ -320,10 +363,10 @@ class Replay {
           }
           break;
         case TraceOp::Purge:
-          runs.purge(op.ms);
+          runs.purge(op.value);
           break;
         case TraceOp::AdvanceClock:
-          runs.advance_clock(op.ms);
+          runs.advance_clock(op.value);
           break;
         case TraceOp::Header:
           break;
@@ -363,6 +406,13 @@ class Replay {
     return true;
   }
 
+  // The replay's counterpart of the recorded place of a run (place_of).
+  std::uint64_t place(const Run& run) {
+    const auto chunk = reinterpret_cast<std::uintptr_t>(run.chunk);
+    const std::uint64_t rank = chunk_ranks_.emplace(chunk, chunk_ranks_.size()).first->second;
+    return place_of(rank, run.first.value() - Runs::Layout::kFirstRunPage.value());
+  }
+
   void follow_memory(MemoryFigures& memory) const {
     std::size_t chunks = 0, free_pages = 0, clean_free_pages = 0;
     for (const auto& runs : managers_) {
@@ -392,6 +442,7 @@ class Replay {
 
   std::vector<std::unique_ptr<Runs>> managers_;
   std::vector<Run> slots_;
+  std::unordered_map<std::uintptr_t, std::uint64_t> chunk_ranks_;  // the measuring replay's
 };
 
 std::uint64_t thread_cpu_ns() {
@@ -400,20 +451,126 @@ std::uint64_t thread_cpu_ns() {
   return std::uint64_t(now.tv_sec) * 1'000'000'000 + std::uint64_t(now.tv_nsec);
 }
 
-template <class Runs>
+// An OS layer that keeps the OS out of the timed replay: chunks come from a pool mapped, and
+// their header pages written, before the replay (no mmap, no page fault inside it), a released
+// chunk goes back to the pool, and commit and decommit do nothing (the replay never touches a
+// run's pages). Reservations read zero, as the Pal contract wants: a chunk released during a
+// replay has its header zeroed when it is reserved again. When the pool runs dry, chunks come
+// from the OS (counted in pool_misses).
+class PooledPal {
+ public:
+  PooledPal(std::size_t chunks, std::size_t header_bytes) : header_bytes_(header_bytes) {
+    for (std::size_t i = 0; i < chunks; ++i)
+      if (void* chunk = os_.reserve(pagemalloc::kChunkSize, pagemalloc::kChunkSize))
+        clean_.push_back(static_cast<std::byte*>(chunk));
+    owned_ = clean_;
+  }
+  ~PooledPal() {
+    for (std::byte* chunk : owned_) os_.release(chunk, pagemalloc::kChunkSize);
+  }
+  PooledPal(const PooledPal&) = delete;
+  PooledPal& operator=(const PooledPal&) = delete;
+
+  // Between replays (untimed): every chunk of the pool back to clean, its header zeroed.
+  // Requires: every run manager over this pool is gone.
+  void refill() {
+    clean_.clear();
+    released_.clear();
+    for (std::byte* chunk : owned_) {
+      std::memset(chunk, 0, header_bytes_);
+      clean_.push_back(chunk);
+    }
+  }
+
+  void* reserve(std::size_t bytes, std::size_t align) {
+    if (bytes == pagemalloc::kChunkSize && align == pagemalloc::kChunkSize) {
+      if (!clean_.empty()) {
+        std::byte* chunk = clean_.back();
+        clean_.pop_back();
+        return chunk;
+      }
+      if (!released_.empty()) {
+        std::byte* chunk = released_.back();
+        released_.pop_back();
+        std::memset(chunk, 0, header_bytes_);
+        return chunk;
+      }
+    }
+    ++pool_misses_;
+    return os_.reserve(bytes, align);
+  }
+  void release(void* p, std::size_t bytes) {
+    auto* chunk = static_cast<std::byte*>(p);
+    if (bytes == pagemalloc::kChunkSize && std::find(owned_.begin(), owned_.end(), chunk) != owned_.end()) {
+      released_.push_back(chunk);
+      return;
+    }
+    os_.release(p, bytes);
+  }
+  bool commit(void*, std::size_t) { return true; }
+  void decommit(void*, std::size_t) {}
+  bool grow(void*, std::size_t, std::size_t) { return false; }
+
+  [[nodiscard]] std::uint64_t pool_misses() const { return pool_misses_; }
+
+ private:
+  LinuxPal os_;
+  std::size_t header_bytes_;
+  std::vector<std::byte*> owned_;     // every chunk of the pool
+  std::vector<std::byte*> clean_;     // in the pool, header zeroed
+  std::vector<std::byte*> released_;  // in the pool, released during this replay
+  std::uint64_t pool_misses_ = 0;
+};
+static_assert(pagemalloc::Pal<PooledPal>);
+
+// Which OS layer a replay runs over.
+enum class PalChoice { Linux, Pooled };
+constexpr std::string_view pal_name(PalChoice pal) {
+  return pal == PalChoice::Linux ? "linux" : "pooled";
+}
+
+// The untimed replay of a variant (over LinuxPal): memory, counters, checks.
+template <class V>
+ReplayOutcome measure(const Program& program) {
+  LinuxPal pal;
+  ReplayOutcome measured;
+  Replay<typename V::template Runs<LinuxPal>> replay(program, pal);
+  replay.template run<true>(program, measured);
+  if (measured.error.empty() && pagemalloc::kCountersEnabled && program.run_ops() != 0 &&
+      measured.counters.operations == 0)
+    measured.error = "counters are compiled in but did not count (conflicting definitions?)";
+  return measured;
+}
+
+template <class V, PalChoice kPal>
 void replay_benchmark(benchmark::State& state, const Program& program,
                       const ReplayOutcome& measured) {
-  LinuxPal pal;
+  using Runs =
+      typename V::template Runs<std::conditional_t<kPal == PalChoice::Linux, LinuxPal, PooledPal>>;
+  using Layout = typename Runs::Layout;
+  std::optional<LinuxPal> linux_pal;
+  std::optional<PooledPal> pooled_pal;
+  if constexpr (kPal == PalChoice::Linux) {
+    linux_pal.emplace();
+  } else {
+    pooled_pal.emplace(measured.memory.peak_chunks + measured.memory.peak_chunks / 8 + 4,
+                       Layout::kHeaderPages.bytes());
+  }
+  auto& pal = [&]() -> auto& {
+    if constexpr (kPal == PalChoice::Linux) return *linux_pal; else return *pooled_pal;
+  }();
+
   std::uint64_t replay_ns = 0;
   for (auto _ : state) {
     state.PauseTiming();
+    if constexpr (kPal == PalChoice::Pooled) pal.refill();
     auto replay = std::make_unique<Replay<Runs>>(program, pal);
     ReplayOutcome outcome;
-    const std::uint64_t start = thread_cpu_ns();
     state.ResumeTiming();
+    const std::uint64_t start = thread_cpu_ns();
     const bool ok = replay->template run<false>(program, outcome);
-    state.PauseTiming();
     replay_ns += thread_cpu_ns() - start;
+    state.PauseTiming();
     replay.reset();
     state.ResumeTiming();
     if (!ok) {
@@ -423,10 +580,11 @@ void replay_benchmark(benchmark::State& state, const Program& program,
   }
   const auto ops = static_cast<double>(program.ops.size());
   const auto per_op = [&](std::uint64_t count) { return static_cast<double>(count) / ops; };
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * program.ops.size()));
-  state.SetLabel(Runs::kName);
   const double replays = static_cast<double>(state.iterations());
   const auto run_ops = static_cast<double>(program.run_ops());
+  const auto allocs = static_cast<double>(program.tally.by_op[std::size_t(TraceOp::Alloc)]);
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * program.ops.size()));
+  state.SetLabel(fmt::format("{} over {}", Runs::kName, pal_name(kPal)));
   state.counters["ops"] = ops;
   state.counters["ns_per_op"] = static_cast<double>(replay_ns) / (ops * replays);
   state.counters["run_ops"] = run_ops;
@@ -446,41 +604,48 @@ void replay_benchmark(benchmark::State& state, const Program& program,
   state.counters["peak_footprint_pages"] =
       static_cast<double>(measured.memory.peak_footprint_pages);
   state.counters["final_chunks"] = static_cast<double>(measured.memory.final_chunks);
+  state.counters["header_pages"] = static_cast<double>(Layout::kHeaderPages.value());
   state.counters["grow_mismatches"] = static_cast<double>(measured.grow_mismatches);
+  state.counters["same_place"] =
+      allocs > 0 ? static_cast<double>(measured.same_places) / allocs : 1.0;
   state.counters["managers"] = static_cast<double>(program.managers);
+  if constexpr (kPal == PalChoice::Pooled)
+    state.counters["pool_misses"] = static_cast<double>(pal.pool_misses());
 }
 
-// The untimed replay of one variant, then its benchmark. False if the replay failed.
-template <class Runs>
-bool register_variant(const Program& program) {
-  LinuxPal pal;
-  ReplayOutcome measured;
-  {
-    Replay<Runs> replay(program, pal);
-    replay.template run<true>(program, measured);
-  }
-  if (measured.error.empty() && pagemalloc::kCountersEnabled && program.run_ops() != 0 &&
-      measured.counters.operations == 0)
-    measured.error = "counters are compiled in but did not count (conflicting definitions?)";
+// The untimed replay of one variant, then its benchmarks. False if the replay failed.
+template <class V>
+bool register_variant(const Program& program, std::span<const PalChoice> pals) {
+  const ReplayOutcome measured = measure<V>(program);
+  const std::string_view name = V::template Runs<LinuxPal>::kName;
   if (!measured.error.empty()) {
-    fmt::print(stderr, "trace_replay: {} through {}: {}\n", program.name, Runs::kName,
-               measured.error);
+    fmt::print(stderr, "trace_replay: {} through {}: {}\n", program.name, name, measured.error);
     return false;
   }
-  benchmark::RegisterBenchmark(fmt::format("replay/{}/{}", program.name, Runs::kName).c_str(),
-                               [&program, measured](benchmark::State& state) {
-                                 replay_benchmark<Runs>(state, program, measured);
-                               });
+  for (PalChoice pal : pals) {
+    const std::string title = fmt::format("replay/{}/{}/{}", program.name, name, pal_name(pal));
+    if (pal == PalChoice::Linux) {
+      benchmark::RegisterBenchmark(title.c_str(), [&program, measured](benchmark::State& state) {
+        replay_benchmark<V, PalChoice::Linux>(state, program, measured);
+      });
+    } else {
+      benchmark::RegisterBenchmark(title.c_str(), [&program, measured](benchmark::State& state) {
+        replay_benchmark<V, PalChoice::Pooled>(state, program, measured);
+      });
+    }
+  }
   return true;
 }
 
-template <class... Runs>
-bool register_variants(const Program& program, VariantList<Runs...>) {
-  return (register_variant<Runs>(program) && ...);
+template <class... V>
+bool register_variants(const Program& program, std::span<const PalChoice> pals,
+                       VariantList<V...>) {
+  return (register_variant<V>(program, pals) && ...);
 }
 
 std::string describe(const Program& program) {
-  std::string text = fmt::format("{} bytes, {} calls, {} run managers:", program.file_bytes,
+  std::string text = fmt::format("recorded with {}, {} bytes, {} calls, {} run managers:",
+                                 program.recorded_variant, program.file_bytes,
                                  program.ops.size(), program.managers);
   for (std::uint8_t op = 1; op < pagemalloc::kTraceOpCount; ++op)
     text += fmt::format(" {}={}", op_name(TraceOp(op)), program.tally.by_op[op]);
@@ -490,34 +655,54 @@ std::string describe(const Program& program) {
   return text;
 }
 
-// Takes the --trace=PATH flags out of argv (Google Benchmark rejects flags it does not know);
-// falls back on PAGEMALLOC_REPLAY_TRACE.
-std::vector<std::string> take_trace_paths(int& argc, char** argv) {
-  constexpr std::string_view kFlag = "--trace=";
-  std::vector<std::string> paths;
+struct ReplayOptions {
+  std::vector<std::string> traces;
+  std::vector<PalChoice> pals{PalChoice::Linux, PalChoice::Pooled};
+  std::string error;  // not empty: the command line is wrong
+};
+
+// Takes this program's own flags out of argv (Google Benchmark rejects flags it does not
+// know): --trace=PATH (repeatable; else PAGEMALLOC_REPLAY_TRACE, paths separated by ':') and
+// --pal=linux|pooled|both.
+ReplayOptions take_own_flags(int& argc, char** argv) {
+  constexpr std::string_view kTrace = "--trace=";
+  constexpr std::string_view kPal = "--pal=";
+  ReplayOptions options;
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    if (arg.starts_with(kFlag)) {
-      paths.emplace_back(arg.substr(kFlag.size()));
+    if (arg.starts_with(kTrace)) {
+      options.traces.emplace_back(arg.substr(kTrace.size()));
+    } else if (arg.starts_with(kPal)) {
+      const std::string_view pal = arg.substr(kPal.size());
+      if (pal == "linux") {
+        options.pals = {PalChoice::Linux};
+      } else if (pal == "pooled") {
+        options.pals = {PalChoice::Pooled};
+      } else if (pal == "both") {
+        options.pals = {PalChoice::Linux, PalChoice::Pooled};
+      } else {
+        options.error = fmt::format("--pal={}: use linux, pooled or both", pal);
+      }
     } else {
       argv[kept++] = argv[i];
     }
   }
   argc = kept;
   argv[argc] = nullptr;
-  if (paths.empty()) {
+  if (options.traces.empty()) {
     if (const char* listed = std::getenv("PAGEMALLOC_REPLAY_TRACE")) {
       std::string_view rest = listed;
       while (!rest.empty()) {
         const auto colon = rest.find(':');
-        if (colon != 0) paths.emplace_back(rest.substr(0, colon));
+        if (colon != 0) options.traces.emplace_back(rest.substr(0, colon));
         if (colon == std::string_view::npos) break;
         rest.remove_prefix(colon + 1);
       }
     }
   }
-  return paths;
+  if (options.traces.empty() && options.error.empty()) options.error = "no trace given";
+  return options;
 }
 
 // Google Benchmark's own flags, with defaults for repetitions and interleaving unless given.
@@ -538,22 +723,23 @@ std::vector<char*> with_default_flags(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> paths = take_trace_paths(argc, argv);
-  if (paths.empty()) {
+  const ReplayOptions options = take_own_flags(argc, argv);
+  if (!options.error.empty()) {
     fmt::print(stderr,
-               "usage: {} --trace=FILE [--trace=FILE ...] [benchmark flags]\n"
-               "       (or PAGEMALLOC_REPLAY_TRACE=FILE[:FILE...])\n",
-               argv[0]);
+               "{}: {}\n"
+               "usage: {} --trace=FILE [--trace=FILE ...] [--pal=linux|pooled|both]\n"
+               "       [benchmark flags]   (or PAGEMALLOC_REPLAY_TRACE=FILE[:FILE...])\n",
+               argv[0], options.error, argv[0]);
     return 2;
   }
   std::vector<std::unique_ptr<Program>> programs;  // stable addresses: benchmarks refer to them
-  for (const std::string& path : paths) {
+  for (const std::string& path : options.traces) {
     std::optional<Program> program = load_trace(path);
     if (!program) return 1;
     programs.push_back(std::make_unique<Program>(std::move(*program)));
     benchmark::AddCustomContext(fmt::format("trace.{}", programs.back()->name),
                                 describe(*programs.back()));
-    if (!register_variants(*programs.back(), Variants{})) return 1;
+    if (!register_variants(*programs.back(), options.pals, Variants{})) return 1;
   }
   benchmark::AddCustomContext("run_managers.counters",
                               pagemalloc::kCountersEnabled ? "on" : "off");

@@ -9,11 +9,13 @@
 //
 //   PAGEMALLOC_TRACE=/tmp/py.%p.trace LD_PRELOAD=.../libpagemalloc.so python3 script.py
 //
-// The file is a sequence of 32-byte TraceRecords in the machine's byte order. The first is a
-// header (op Header, run_base kTraceMagic, argument kTraceVersion, result the process id);
-// each other record is one call, with the run manager it went to (`instance`, from 1, in the
-// order the run managers made their first call). The file is created exclusively: if it exists
-// already, this process records nothing and says so once on stderr.
+// The file is a sequence of 32-byte TraceRecords in the machine's byte order. The first is the
+// file's header (op Header, instance 0, run_base kTraceMagic, argument kTraceVersion, result
+// the process id). Each run manager (`instance`, from 1, in the order of their first calls)
+// introduces itself before its first call with a Header record of its own instance: run_pages
+// its variant's first run page (the chunk header's length), argument the variant's name (up to
+// 8 characters, zero-padded). Every other record is one call. The file is created
+// exclusively: if it exists already, this process records nothing and says so once on stderr.
 //
 // This code runs inside malloc, so it allocates nothing and uses no stdio: the file is opened
 // with open(2) at the first call, records collect in a static buffer that write(2) empties when
@@ -54,11 +56,12 @@ enum class TraceOp : std::uint8_t {
 inline constexpr std::uint8_t kTraceOpCount = 8;
 
 inline constexpr std::uint64_t kTraceMagic = 0x31'45'43'41'52'54'4d'50;  // "PMTRACE1", LE
-inline constexpr std::uint64_t kTraceVersion = 1;
+inline constexpr std::uint64_t kTraceVersion = 2;
 
 // One call. Which fields mean what, by op:
 //
 //   op             run_base, run_pages            argument       result
+//   Header         0, the first run page          variant name   -       (instance != 0)
 //   Alloc          the run returned (0: failed)   n (pages)      1 if the run reads as zero
 //   Free           the run freed                  -              -
 //   GrowInPlace    the run before the call        n (pages)      1 grown, 0 left unchanged
@@ -96,7 +99,9 @@ class TraceLog {
 
   std::uint16_t new_instance() { return ++instances_; }
 
+  // Leaves errno as it was: the program sees malloc, not the trace's system calls.
   void append(const TraceRecord& record) {
+    const int saved_errno = errno;
     lock();
     if (state_ == State::Unopened) open_file();
     if (state_ == State::Open) {
@@ -104,6 +109,7 @@ class TraceLog {
       if (buffered_ == kBufferRecords || write_through_) write_buffer();
     }
     unlock();
+    errno = saved_errno;
   }
 
  private:
@@ -267,11 +273,25 @@ class TracingRuns {
 
  private:
   void record(TraceOp op, Run run, std::uint64_t argument, std::uint64_t result) {
-    if (instance_ == 0) instance_ = g_trace_log.new_instance();
+    if (instance_ == 0) introduce();
     g_trace_log.append(TraceRecord{
         op, 0, instance_, static_cast<std::uint32_t>(run.pages.value()),
         run ? static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(run.base())) : 0,
         argument, result});
+  }
+
+  // The instance's Header record: which variant, and where its runs start in a chunk.
+  void introduce() {
+    instance_ = g_trace_log.new_instance();
+    const std::string_view name = Inner::kName;
+    std::uint64_t packed_name = 0;
+    for (std::size_t i = 0; i < name.size() && i < sizeof packed_name; ++i)
+      packed_name |= std::uint64_t(static_cast<unsigned char>(name[i])) << (8 * i);
+    std::uint32_t first_run_page = 0;
+    if constexpr (requires { Inner::Layout::kFirstRunPage; })
+      first_run_page = static_cast<std::uint32_t>(Inner::Layout::kFirstRunPage.value());
+    g_trace_log.append(
+        TraceRecord{TraceOp::Header, 0, instance_, first_run_page, 0, packed_name, 0});
   }
 
   Inner inner_;
