@@ -1,0 +1,51 @@
+"""The allocators the study compares, and how each is put under a process.
+
+  glibc       the system malloc: no preload
+  jemalloc    Debian's libjemalloc2, by LD_PRELOAD
+  mimalloc    Debian's libmimalloc2.0, by LD_PRELOAD
+  tcmalloc    Debian's libtcmalloc-minimal4 (gperftools), by LD_PRELOAD
+  pagemalloc  one build per run-manager variant (pagemap, hybrid, rbtree): the benchmarks
+              link its static pm_* library; real programs preload its drop-in
+
+jemalloc cannot be dlopen'ed (static TLS), so every comparison runs one process per
+allocator, in interleaved rounds (DESIGN.md).
+"""
+
+from pathlib import Path
+
+from common import ROOT
+
+LIBRARY_DIRECTORY = Path("/usr/lib/x86_64-linux-gnu")
+PEER_CANDIDATES = {
+    "jemalloc": ["libjemalloc.so.2"],
+    "mimalloc": ["libmimalloc.so.2", "libmimalloc.so"],
+    "tcmalloc": ["libtcmalloc_minimal.so.4", "libtcmalloc.so.4"],
+}
+PEERS = ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
+VARIANTS = ["pagemap", "hybrid", "rbtree"]
+# The CMake preset (and build/ folder) of each variant's build.
+VARIANT_PRESET = {"pagemap": "release", "hybrid": "hybrid", "rbtree": "rbtree"}
+
+
+def peer_library(name):
+    """The library to preload for a peer; None for glibc (nothing to preload)."""
+    if name == "glibc":
+        return None
+    for candidate in PEER_CANDIDATES[name]:
+        path = LIBRARY_DIRECTORY / candidate
+        if path.exists():
+            return path
+    raise FileNotFoundError(f"{name}: none of {PEER_CANDIDATES[name]} in {LIBRARY_DIRECTORY} "
+                            "(bash tools/install-deps.sh installs it)")
+
+
+def build_directory(variant):
+    return ROOT / "build" / VARIANT_PRESET[variant]
+
+
+def dropin(variant):
+    return build_directory(variant) / "allocator" / "libpagemalloc.so"
+
+
+def benchmark_binary(variant, name):
+    return build_directory(variant) / "benchmarks" / name
