@@ -61,23 +61,34 @@ records = [{"id": i, "name": rng.choice(words) + " " + rng.choice(words),
 with open(f"{work}/records.json", "w") as f:
     json.dump(records, f)
 
-# sqlite: two tables, filled row by row in transactions, then queries that sort and group.
+# sqlite: two tables, filled row by row in one transaction, then queries that sort and group.
+schema = """
+CREATE TABLE records(id INTEGER PRIMARY KEY, name TEXT, grp TEXT, score REAL, text TEXT);
+CREATE TABLE tags(record INTEGER, tag TEXT);
+BEGIN;
+"""
+queries = """
+COMMIT;
+CREATE INDEX tags_by_tag ON tags(tag);
+SELECT grp, count(*), avg(score), max(length(text)) FROM records
+  GROUP BY grp ORDER BY 2 DESC LIMIT 5;
+SELECT t.tag, count(*), group_concat(r.name, ',') FROM tags t JOIN records r ON r.id = t.record
+  GROUP BY t.tag ORDER BY 2 DESC LIMIT 5;
+SELECT count(DISTINCT text) FROM records;
+SELECT sum(length(x)) FROM (SELECT group_concat(text, ' ') AS x FROM records GROUP BY grp);
+DELETE FROM records WHERE score < 50;
+VACUUM;
+SELECT count(*) FROM records;
+"""
 with open(f"{work}/script.sql", "w") as f:
-    f.write("CREATE TABLE records(id INTEGER PRIMARY KEY, name TEXT, grp TEXT, score REAL, text TEXT);\n")
-    f.write("CREATE TABLE tags(record INTEGER, tag TEXT);\n")
-    f.write("BEGIN;\n")
+    f.write(schema)
     for r in records:
         text = r["text"].replace("'", "''")
-        f.write(f"INSERT INTO records VALUES({r['id']}, '{r['name']}', '{r['group']}', {r['score']:.4f}, '{text}');\n")
+        f.write(f"INSERT INTO records VALUES({r['id']}, '{r['name']}', '{r['group']}', "
+                f"{r['score']:.4f}, '{text}');\n")
         for t in r["tags"]:
             f.write(f"INSERT INTO tags VALUES({r['id']}, '{t}');\n")
-    f.write("COMMIT;\n")
-    f.write("CREATE INDEX tags_by_tag ON tags(tag);\n")
-    f.write("SELECT grp, count(*), avg(score), max(length(text)) FROM records GROUP BY grp ORDER BY 2 DESC LIMIT 5;\n")
-    f.write("SELECT t.tag, count(*), group_concat(r.name, ',') FROM tags t JOIN records r ON r.id = t.record GROUP BY t.tag ORDER BY 2 DESC LIMIT 5;\n")
-    f.write("SELECT count(DISTINCT text) FROM records;\n")
-    f.write("SELECT sum(length(x)) FROM (SELECT group_concat(text, ' ') AS x FROM records GROUP BY grp);\n")
-    f.write("DELETE FROM records WHERE score < 50;\nVACUUM;\nSELECT count(*) FROM records;\n")
+    f.write(queries)
 
 # g++: many small types, each instantiating standard containers and algorithms.
 with open(f"{work}/templates.cpp", "w") as f:
@@ -123,7 +134,8 @@ PY
 
 cat >"$work/workload.jq" <<'JQ'
 group_by(.group)
-| map({group: .[0].group, n: length, names: map(.name), words: (map(.text | split(" ")) | add | unique | length)})
+| map({group: .[0].group, n: length, names: map(.name),
+       words: (map(.text | split(" ")) | add | unique | length)})
 | sort_by(-.n) | .[0:5]
 JQ
 
@@ -141,7 +153,9 @@ for i = 1, 150000 do
   for j = 1, 3 + random(40) do parts[j] = words[1 + random(#words)] end
   rows[i] = {id = i, text = table.concat(parts, " "), score = random(1000)}
 end
-table.sort(rows, function(a, b) return a.score < b.score or (a.score == b.score and a.id < b.id) end)
+table.sort(rows, function(a, b)
+  return a.score < b.score or (a.score == b.score and a.id < b.id)
+end)
 local counts = {}
 for _, row in ipairs(rows) do
   for word in row.text:gmatch("%a+") do counts[word] = (counts[word] or 0) + 1 end
@@ -178,7 +192,8 @@ record() {
 
 recorded=()
 if [ -x "$python" ]; then
-  PYTHONMALLOC=malloc record python "$python" "$work/workload.py" "$work/records.json" && recorded+=(python)
+  PYTHONMALLOC=malloc record python "$python" "$work/workload.py" "$work/records.json" &&
+    recorded+=(python)
 fi
 if command -v sqlite3 >/dev/null; then
   record sqlite sqlite3 :memory: ".read $work/script.sql" && recorded+=(sqlite)

@@ -253,7 +253,8 @@ std::optional<Program> load_trace(const std::string& path) {
         op.pages = pages;
         const std::uint64_t chunk = r.run_base & ~std::uint64_t{pagemalloc::kChunkSize - 1};
         const std::uint64_t rank = chunk_ranks.emplace(chunk, chunk_ranks.size()).first->second;
-        op.value = place_of(rank, (r.run_base - chunk) / kPageSize - program.recorded_first_run_page);
+        const std::uint64_t page = (r.run_base - chunk) / kPageSize;
+        op.value = place_of(rank, page - program.recorded_first_run_page);
         break;
       }
       case TraceOp::Free:
@@ -424,8 +425,8 @@ class Replay {
       memory.peak_chunks = chunks;
       memory.free_pages_at_peak = free_pages;
     }
-    memory.peak_footprint_pages =
-        std::max(memory.peak_footprint_pages, chunks * pagemalloc::kPagesPerChunk - clean_free_pages);
+    const std::size_t footprint = chunks * pagemalloc::kPagesPerChunk - clean_free_pages;
+    memory.peak_footprint_pages = std::max(memory.peak_footprint_pages, footprint);
   }
 
   static void add(RunCounterValues& sum, const RunCounterValues& more) {
@@ -501,7 +502,8 @@ class PooledPal {
   }
   void release(void* p, std::size_t bytes) {
     auto* chunk = static_cast<std::byte*>(p);
-    if (bytes == pagemalloc::kChunkSize && std::find(owned_.begin(), owned_.end(), chunk) != owned_.end()) {
+    const bool pooled = std::find(owned_.begin(), owned_.end(), chunk) != owned_.end();
+    if (bytes == pagemalloc::kChunkSize && pooled) {  // rare: a whole chunk purged
       released_.push_back(chunk);
       return;
     }
