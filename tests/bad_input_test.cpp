@@ -8,6 +8,9 @@
 //   the OS refuses memory         NULL + ENOMEM; earlier blocks intact; later calls work
 //                                 (in a child process under a lowered RLIMIT_AS)
 //   free(NULL)                    nothing
+//   an arena index that names     NULL + EINVAL from pm_mallocx / pm_rallocx (the block kept);
+//     no explicit arena           EINVAL from pm_arena_reset / _destroy / _stats_get; 0 with
+//                                 EAGAIN from pm_arena_create once every index is taken
 //   misuse                        abort with "pagemalloc: <call>(<pointer>...): <what>" on
 //                                 stderr: double free and foreign pointers always; a wrong size
 //                                 to pm_sdallocx and interior pointers with checks on
@@ -30,6 +33,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -254,6 +258,81 @@ TEST(NullFree, DoesNothingWithChecksOffOrOn) {
   }
   pm_ctl("checks", nullptr, &old_checks);
   pm_free(witness);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arena indices that name no explicit arena.
+
+// An index that was an explicit arena and is no more.
+unsigned destroyed_arena() {
+  const unsigned arena = pm_arena_create();
+  EXPECT_NE(arena, 0u);
+  EXPECT_EQ(pm_arena_destroy(arena), 0);
+  return arena;
+}
+
+TEST(BadArena, MallocxFailsWithEinvalAndChangesNothing) {
+  const unsigned gone = destroyed_arena();
+  for (unsigned arena : {gone, 4000u, 4094u}) {
+    SCOPED_TRACE("arena " + std::to_string(arena));
+    const pm_stats before = current_stats();
+    for (std::size_t size : {std::size_t{16}, 100 * KiB, 8 * MiB}) {
+      errno = 0;
+      EXPECT_EQ(pm_mallocx(size, PM_ARENA(arena)), nullptr);
+      EXPECT_EQ(errno, EINVAL);
+      errno = 0;
+      EXPECT_EQ(pm_rallocx(nullptr, size, PM_ARENA(arena) | PM_ZERO), nullptr);
+      EXPECT_EQ(errno, EINVAL);
+    }
+    EXPECT_EQ(current_stats().allocated, before.allocated);
+  }
+}
+
+TEST(BadArena, RallocxThatMustMoveFailsWithEinvalAndKeepsTheBlock) {
+  const unsigned gone = destroyed_arena();
+  auto* p = static_cast<unsigned char*>(pm_malloc(100));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 0x3C, 100);
+  errno = 0;
+  EXPECT_EQ(pm_rallocx(p, 100 * KiB, PM_ARENA(gone)), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_TRUE(all_bytes_are(p, 100, 0x3C));
+  EXPECT_EQ(pm_malloc_usable_size(p), pm_nallocx(100, 0));
+  pm_free(p);
+}
+
+TEST(BadArena, ResetDestroyAndStatsReturnEinval) {
+  const unsigned gone = destroyed_arena();
+  pm_arena_stats stats{};
+  for (unsigned arena : {0u, gone, 4094u, 4095u, 100000u, ~0u}) {
+    SCOPED_TRACE("arena " + std::to_string(arena));
+    EXPECT_EQ(pm_arena_reset(arena), EINVAL);
+    EXPECT_EQ(pm_arena_destroy(arena), EINVAL);
+    EXPECT_EQ(pm_arena_stats_get(arena, &stats), EINVAL);
+  }
+  const unsigned live = pm_arena_create();
+  ASSERT_NE(live, 0u);
+  EXPECT_EQ(pm_arena_stats_get(live, nullptr), EINVAL);
+  EXPECT_EQ(pm_arena_destroy(live), 0);
+  EXPECT_EQ(pm_arena_destroy(live), EINVAL) << "a second destroy";
+}
+
+TEST(BadArena, CreateFailsWithEagainOnceEveryIndexIsTaken) {
+  std::vector<unsigned> arenas;
+  for (;;) {
+    errno = 0;
+    const unsigned arena = pm_arena_create();
+    if (arena == 0) break;
+    arenas.push_back(arena);
+    ASSERT_LT(arenas.size(), 5000u) << "pm_arena_create never ran out of indices";
+  }
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_GT(arenas.size(), 4000u);
+  EXPECT_NE(pm_mallocx(64, PM_ARENA(arenas.back())), nullptr) << "the last index works";
+  for (unsigned arena : arenas) ASSERT_EQ(pm_arena_destroy(arena), 0);
+  const unsigned again = pm_arena_create();
+  EXPECT_NE(again, 0u) << "indices are free again after destroy";
+  EXPECT_EQ(pm_arena_destroy(again), 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -494,6 +573,27 @@ TEST_F(MisuseDeathTest, SdallocxDoubleFreeAborts) {
 TEST_F(MisuseDeathTest, SdallocxOfForeignPointerAborts) {
   static char storage[256];
   EXPECT_DEATH(pm_sdallocx(storage + 64, 64, 0), kSdallocxNotOurs);
+}
+
+// A block of an explicit arena, freed after the arena was reset or destroyed.
+void free_after(bool destroy, std::size_t size) {
+  const unsigned arena = pm_arena_create();
+  void* p = pm_mallocx(size, PM_ARENA(arena));
+  if (destroy) pm_arena_destroy(arena);
+  else pm_arena_reset(arena);
+  pm_free(p);
+}
+
+TEST_F(MisuseDeathTest, FreeOfABlockAfterItsArenaWasResetAborts) {
+  EXPECT_DEATH(free_after(false, 64), kDoubleFree);
+  EXPECT_DEATH(free_after(false, 100 * KiB), kDoubleFree);
+  EXPECT_DEATH(free_after(false, 8 * MiB), kDoubleFree);
+}
+
+TEST_F(MisuseDeathTest, FreeOfABlockAfterItsArenaWasDestroyedAborts) {
+  EXPECT_DEATH(free_after(true, 64), kNotOurs);
+  EXPECT_DEATH(free_after(true, 100 * KiB), kNotOurs);
+  EXPECT_DEATH(free_after(true, 8 * MiB), kNotOurs);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 // Fork safety: the child of a multithreaded parent can allocate.
 //
 // While worker threads allocate and free blocks of every kind (small, large, huge), take
-// statistics and start and end short-lived threads (whose caches come and go), the main
-// thread forks again and again. Each child allocates and frees a lot of every kind, checks
-// what it wrote, takes statistics, purges, starts a thread of its own that allocates, and
-// exits with 0, or with a code naming the first check that failed. A child that deadlocks on
+// statistics, start and end short-lived threads (whose caches come and go), fill and reset an
+// explicit arena and create and destroy others, the main thread forks again and again. Each
+// child allocates and frees a lot of every kind, checks what it wrote, takes statistics,
+// purges, uses the parent's explicit arena and one of its own, starts a thread of its own
+// that allocates, and exits with 0, or with a code naming the first check that failed. A child that deadlocks on
 // a lock held by a thread that did not survive the fork is killed by an alarm, and the
 // parent reports the signal.
 #include <gtest/gtest.h>
@@ -74,9 +75,10 @@ std::size_t size_of_kind(std::mt19937_64& rng) {
 // The parent's workers: allocation traffic on every lock of the heap until told to stop.
 class Workers {
  public:
-  explicit Workers(unsigned count) {
+  explicit Workers(unsigned count) : shared_arena_(pm_arena_create()) {
     for (unsigned t = 0; t < count; ++t) threads_.emplace_back([this, t] { run(t); });
     threads_.emplace_back([this] { churn_threads(); });
+    threads_.emplace_back([this] { churn_arenas(); });
   }
   ~Workers() { stop(); }
 
@@ -86,6 +88,8 @@ class Workers {
       if (t.joinable()) t.join();
   }
   int failures() const { return failures_.load(); }
+  // An explicit arena that one worker fills and resets over and over.
+  unsigned shared_arena() const { return shared_arena_; }
 
  private:
   void run(unsigned id) {
@@ -123,13 +127,51 @@ class Workers {
     }
   }
 
+  // Fills the shared arena and resets it; creates, fills and destroys other arenas.
+  void churn_arenas() {
+    if (shared_arena_ == 0) failures_.fetch_add(1);
+    std::mt19937_64 rng(0xa7e4a);
+    for (unsigned round = 0; !stop_.load(std::memory_order_relaxed); ++round) {
+      const unsigned arena = round % 4 == 0 ? pm_arena_create() : shared_arena_;
+      for (int i = 0; i < 200; ++i)
+        if (pm_mallocx(size_of_kind(rng), PM_ARENA(arena)) == nullptr) failures_.fetch_add(1);
+      if (arena == shared_arena_ ? pm_arena_reset(arena) != 0 : pm_arena_destroy(arena) != 0)
+        failures_.fetch_add(1);
+    }
+  }
+
+  const unsigned shared_arena_;
   std::atomic<bool> stop_{false};
   std::atomic<int> failures_{0};
   std::vector<std::thread> threads_;
 };
 
+// The child's explicit arenas: the parent's, reset and used again, and a new one.
+int child_arena_workload(unsigned parent_arena, std::mt19937_64& rng) {
+  if (parent_arena != 0 && pm_arena_reset(parent_arena) != 0) return 10;
+  const unsigned own = pm_arena_create();
+  if (own == 0) return 11;
+  for (unsigned arena : {parent_arena, own}) {
+    if (arena == 0) continue;
+    std::vector<void*> blocks;
+    for (int i = 0; i < 300; ++i) {
+      const std::size_t size = size_of_kind(rng);
+      auto* p = static_cast<unsigned char*>(pm_mallocx(size, PM_ARENA(arena)));
+      if (p == nullptr) return 12;
+      p[0] = 0x11;
+      p[size - 1] = 0x22;
+      blocks.push_back(p);
+    }
+    for (std::size_t i = 0; i < blocks.size(); i += 3) pm_free(blocks[i]);
+    pm_arena_stats stats{};
+    if (pm_arena_stats_get(arena, &stats) != 0 || stats.blocks != 200) return 13;
+    if (pm_arena_reset(arena) != 0) return 14;
+  }
+  return pm_arena_destroy(own) == 0 ? 0 : 15;
+}
+
 // The child's work; returns 0, or the number of the first check that failed.
-int child_workload(unsigned round) {
+int child_workload(unsigned round, unsigned parent_arena = 0) {
   ::alarm(kChildAlarmSeconds);
   std::mt19937_64 rng(0xc41d + round);
   std::vector<Block> blocks(2000);
@@ -155,6 +197,7 @@ int child_workload(unsigned round) {
   pm_stats stats{};
   pm_stats_get(&stats);
   pm_purge();
+  if (const int failed = child_arena_workload(parent_arena, rng)) return failed;
 
   // A thread of the child's own: its cache comes from the registry.
   std::atomic<int> thread_result{-1};
@@ -192,7 +235,7 @@ TEST(Fork, ChildOfABusyMultithreadedParentAllocates) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     const pid_t pid = ::fork();
     ASSERT_NE(pid, -1) << std::strerror(errno);
-    if (pid == 0) ::_exit(child_workload(round));
+    if (pid == 0) ::_exit(child_workload(round, workers.shared_arena()));
     int status = 0;
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)

@@ -42,13 +42,14 @@ size_t pm_malloc_usable_size(const void* ptr) {
 
 void* pm_mallocx(size_t size, int flags) {
   const auto f = decode_flags(flags);
+  if (f.arena != pagemalloc::kNoArena) return heap().allocate_in(f.arena, size, f.align, f.zero);
   return heap().allocate(size, f.align, f.zero);
 }
 
 void* pm_rallocx(void* ptr, size_t size, int flags) {
   const auto f = decode_flags(flags);
-  if (ptr == nullptr) return heap().allocate(size, f.align, f.zero);
-  return heap().reallocate(ptr, size, f.align, f.zero, "pm_rallocx");
+  if (ptr == nullptr) return pm_mallocx(size, flags);
+  return heap().reallocate(ptr, size, f.align, f.zero, f.arena, "pm_rallocx");
 }
 
 size_t pm_xallocx(void* ptr, size_t size, size_t extra, int flags) {
@@ -66,6 +67,17 @@ void pm_sdallocx(void* ptr, size_t size, int flags) {
 size_t pm_nallocx(size_t size, int flags) {
   const auto where = pagemalloc::place(size, decode_flags(flags).align);
   return where.kind == pagemalloc::BlockKind::Invalid ? 0 : where.usable;
+}
+
+unsigned pm_arena_create(void) { return heap().create_arena(); }
+
+int pm_arena_reset(unsigned arena) { return heap().reset_arena(arena); }
+
+int pm_arena_destroy(unsigned arena) { return heap().destroy_arena(arena); }
+
+int pm_arena_stats_get(unsigned arena, pm_arena_stats* out) {
+  if (out == nullptr) return EINVAL;
+  return heap().arena_stats(arena, *out);
 }
 
 void pm_stats_get(pm_stats* out) { heap().stats(*out); }

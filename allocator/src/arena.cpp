@@ -1,6 +1,7 @@
 // Arena: slabs and large runs over the selected run manager.
 #include "arena.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "clock.h"
@@ -19,7 +20,7 @@ unsigned Arena::alloc_batch(unsigned size_class, void** out, unsigned n) {
   Bin& bin = bins_[size_class];
   unsigned taken = n < bin.stashed ? n : bin.stashed;
   bin.stashed -= taken;
-  std::memcpy(out, bin.stash + bin.stashed, taken * sizeof(void*));
+  std::memcpy(out, stashes_[size_class].slots + bin.stashed, taken * sizeof(void*));
   while (taken < n) {
     Slab* slab = bin.current;
     if (slab == nullptr || slab->free_count == 0) {
@@ -29,6 +30,7 @@ unsigned Arena::alloc_batch(unsigned size_class, void** out, unsigned n) {
     taken += slab->take_many(out + taken, n - taken);
   }
   allocated_ += std::size_t(taken) * kSizeClasses[size_class].size;
+  blocks_ += taken;
   return taken;
 }
 
@@ -43,9 +45,10 @@ void Arena::free_batch(void* const* regions, unsigned n, const char* call) {
   const unsigned size_class = page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
   Bin& bin = bins_[size_class];
   if (bin.stashed + n <= stash_capacity(size_class)) {  // one class per batch: a cache's bin
-    std::memcpy(bin.stash + bin.stashed, regions, n * sizeof(void*));
+    std::memcpy(stashes_[size_class].slots + bin.stashed, regions, n * sizeof(void*));
     bin.stashed += n;
     allocated_ -= std::size_t(n) * kSizeClasses[size_class].size;
+    blocks_ -= n;
     return;
   }
   for (unsigned i = 0; i < n; ++i) {
@@ -60,19 +63,21 @@ bool Arena::region_is_free(Slab* slab, const void* p) {
   LockGuard guard(lock_);
   const Bin& bin = bins_[slab->size_class];
   for (unsigned i = 0; i < bin.stashed; ++i)
-    if (bin.stash[i] == p) return true;
+    if (stashes_[slab->size_class].slots[i] == p) return true;
   return slab->is_free(region_index(sc, std::size_t(static_cast<const std::byte*>(p) - slab->base)));
 }
 
 // Requires: lock_ held.
 void Arena::unstash_all() {
-  for (Bin& bin : bins_) {
+  for (unsigned size_class = 0; size_class < kNumClasses; ++size_class) {
+    Bin& bin = bins_[size_class];
     const unsigned n = bin.stashed;
     bin.stashed = 0;
     for (unsigned i = 0; i < n; ++i) {
-      void* p = bin.stash[i];
+      void* p = stashes_[size_class].slots[i];
       PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
       allocated_ += kSizeClasses[e.size_class()].size;  // give_back subtracts it again
+      ++blocks_;
       give_back(static_cast<Slab*>(e.slab_descriptor()), p, "pm_purge");
     }
   }
@@ -93,6 +98,7 @@ void Arena::give_back(Slab* slab, void* p, const char* call) {
   }
   slab->give_back(index);
   allocated_ -= sc.size;
+  --blocks_;
   Bin& bin = bins_[slab->size_class];
   if (slab == bin.current) return;
   if (slab->empty()) {
@@ -130,12 +136,19 @@ Slab* Arena::next_slab(Bin& bin, unsigned size_class) {
   return slab;
 }
 
+// Requires: lock_ held. A later free of any region of the slab is taken for a double free.
+void Arena::mark_slab_pages_free(const Slab* slab) {
+  const SizeClass& sc = kSizeClasses[slab->size_class];
+  const Run run = Run::at(slab->base, PageCount(sc.slab_pages));
+  for (std::size_t i = 0; i < sc.slab_pages; ++i)
+    page_entry(run.chunk, run.first + PageCount(i)) = PageEntry::free(run.pages, true);
+}
+
 // Requires: lock_ held; slab is empty and on no list.
 void Arena::release_slab(Slab* slab) {
   const SizeClass& sc = kSizeClasses[slab->size_class];
   Run run = Run::at(slab->base, PageCount(sc.slab_pages));
-  for (std::size_t i = 0; i < sc.slab_pages; ++i)  // a later free of any region: double free
-    page_entry(run.chunk, run.first + PageCount(i)) = PageEntry::free(run.pages, true);
+  mark_slab_pages_free(slab);
   tick();
   runs_.free(run);
   active_pages_ -= sc.slab_pages;
@@ -161,6 +174,7 @@ void* Arena::alloc_large(std::size_t bytes, std::size_t align, bool& zeroed) {
   page_entry(block.chunk, block.first) = PageEntry::large(pages);
   tag_interior(block.chunk, block.first + PageCount(1), block.end());
   allocated_ += pages.bytes();
+  ++blocks_;
   active_pages_ += pages.value();
   return block.base();
 }
@@ -172,6 +186,7 @@ void Arena::free_large(void* p, PageCount pages) {
   tick();
   runs_.free(run);
   allocated_ -= pages.bytes();
+  --blocks_;
   active_pages_ -= pages.value();
 }
 
@@ -214,6 +229,56 @@ void Arena::tick() {
   }
 }
 
+void Arena::reset() {
+  LockGuard guard(lock_);
+  for (Bin& bin : bins_) {
+    bin.current = nullptr;
+    bin.partial = {};
+    bin.stashed = 0;
+  }
+  for (std::byte* chunk : pal_.chunks()) free_every_block(chunk);
+  allocated_ = 0;
+  blocks_ = 0;
+  active_pages_ = 0;
+  tick();
+}
+
+// Requires: lock_ held. Frees every slab and large block of the chunk, walking its page map
+// from run to run: the first entry of each run tells its kind and length. Freeing a run
+// rewrites the boundary tags of the free run it merges into, which may end on the first
+// page of a free run just after it; so that run's length is read before the free, and the
+// walk steps over both. No decay tick here: it could release the chunk being walked.
+void Arena::free_every_block(std::byte* chunk) {
+  const PageIndex end(kPagesPerChunk);
+  PageIndex i(0);
+  while (i < end) {
+    const PageEntry e = page_entry(chunk, i);
+    PageCount length(1);
+    Slab* slab = nullptr;
+    if (e.kind() == PageKind::Slab) {
+      slab = static_cast<Slab*>(e.slab_descriptor());
+      length = PageCount(kSizeClasses[slab->size_class].slab_pages);
+    } else if (e.kind() == PageKind::Large || e.kind() == PageKind::Free) {
+      length = std::max(e.pages(), PageCount(1));
+    }
+    if (slab == nullptr && e.kind() != PageKind::Large) {  // a free run or a header page
+      i = i + length;
+      continue;
+    }
+    const PageIndex after = i + length;
+    PageCount free_after(0);
+    if (after < end && page_entry(chunk, after).is_free()) free_after = page_entry(chunk, after).pages();
+    if (slab != nullptr) {
+      mark_slab_pages_free(slab);
+      slab_pool_.release(slab);
+    } else {
+      page_entry(chunk, i) = PageEntry::free(length, true);  // a later free: double free
+    }
+    runs_.free(Run{chunk, i, length});
+    i = after + free_after;
+  }
+}
+
 void Arena::purge_all() {
   LockGuard guard(lock_);
   unstash_all();
@@ -224,6 +289,7 @@ void Arena::purge_all() {
 ArenaStats Arena::stats() {
   LockGuard guard(lock_);
   return ArenaStats{allocated_,
+                    blocks_,
                     active_pages_,
                     runs_.chunks(),
                     runs_.dirty_pages().value(),

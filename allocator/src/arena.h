@@ -9,6 +9,10 @@
 //
 // Slow paths (a new slab, a run freed) tick the decay clock; free runs that stayed dirty for
 // decay_ms are returned to the OS.
+//
+// Every arena has an index (the one PM_ARENA(i) names). Its chunks are tagged with the arena
+// in the address map, so that any block finds its arena from its address. reset() frees every
+// block at once, by walking the page maps of its chunks: the pages stay, for the next blocks.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +32,7 @@ namespace pagemalloc {
 struct ArenaStats {
   std::size_t allocated = 0;      // usable bytes of small and large blocks outside the arena
                                   // (live, or in thread caches)
+  std::size_t blocks = 0;         // how many blocks those are
   std::size_t active_pages = 0;   // pages in slabs and large runs
   std::size_t chunks = 0;
   std::size_t dirty_pages = 0;
@@ -41,7 +46,16 @@ class Arena {
   using Runs = SelectedRuns<ChunkPal>;
   static_assert(RunManager<Runs>);
 
-  constexpr Arena() : pal_(this), runs_(pal_) {}
+  constexpr explicit Arena(unsigned index) : index_(index), pal_(this), runs_(pal_), stashes_{} {}
+  // For an arena placed in memory of its own: the stashes (most of the arena's size) are left
+  // unwritten, so that an arena whose stashes are never used (an explicit one) never makes
+  // their pages resident. A stash slot is only read after it was written.
+  struct LeaveStashesUnwritten {};
+  Arena(unsigned index, LeaveStashesUnwritten) : index_(index), pal_(this), runs_(pal_) {}
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  [[nodiscard]] unsigned index() const { return index_; }
 
   // nullptr when the OS refuses memory.
   void* alloc_small(unsigned size_class);
@@ -60,6 +74,11 @@ class Arena {
   void free_large(void* p, PageCount pages);
   // Grows or shrinks the large block at p (pages long) to `want` pages without moving it.
   bool resize_large(void* p, PageCount pages, PageCount want);
+
+  // Frees every block of the arena (and every region stashed). The pages stay, free and
+  // dirty, until the decay returns them to the OS. Requires: no thread cache holds regions
+  // of this arena (an explicit arena's blocks never enter a cache).
+  void reset();
 
   // Returns the stashed regions to their slabs, then freed pages to the OS.
   void purge_all();
@@ -83,8 +102,10 @@ class Arena {
   struct Bin {
     Slab* current = nullptr;  // allocated from first; never on `partial`
     IntrusiveList<Slab, &Slab::prev, &Slab::next> partial;  // other slabs with free regions
-    unsigned stashed = 0;                                    // free regions in `stash`
-    void* stash[kStashSlots] = {};
+    unsigned stashed = 0;                                    // regions in the stash
+  };
+  struct Stash {
+    void* slots[kStashSlots];  // slots 0 .. Bin::stashed-1 hold free regions
   };
 
   Slab* next_slab(Bin& bin, unsigned size_class);
@@ -93,16 +114,21 @@ class Arena {
   void release_slab(Slab* slab);
   void tick();
   void tag_interior(std::byte* chunk, PageIndex from, PageIndex to);
+  void free_every_block(std::byte* chunk);
+  void mark_slab_pages_free(const Slab* slab);
 
+  const unsigned index_;
   SpinLock lock_;
   ChunkPal pal_;
   Runs runs_;
   Bin bins_[kNumClasses];
   MetaPool<Slab> slab_pool_;
   std::size_t allocated_ = 0;
+  std::size_t blocks_ = 0;
   std::size_t active_pages_ = 0;
   std::size_t purged_pages_ = 0;
   std::uint64_t last_purge_ms_ = 0;
+  Stash stashes_[kNumClasses];  // last: apart from everything a slow path touches
 };
 
 }  // namespace pagemalloc

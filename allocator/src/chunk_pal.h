@@ -1,10 +1,13 @@
 // The OS layer an arena's run manager uses: Linux mmap, plus a record in the address map of
-// every chunk it reserves, so that free() can tell an arena's pointer from a foreign one.
+// every chunk it reserves, so that free() can tell an arena's pointer from a foreign one (and
+// find its arena), and a list of them, so that a reset can walk them all.
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 #include "address_map.h"
+#include "chunk_list.h"
 #include "pagemap/pal_linux.h"
 
 namespace pagemalloc {
@@ -13,9 +16,16 @@ class ChunkPal {
  public:
   constexpr explicit ChunkPal(const void* arena) : arena_(arena) {}
 
+  // Requires: bytes == align == kChunkSize (the run managers reserve whole chunks only).
   void* reserve(std::size_t bytes, std::size_t align) {
     void* p = os_.reserve(bytes, align);
-    if (p != nullptr && !address_map().set(p, AddressMap::tag(arena_, AddressMap::kArenaChunk))) {
+    if (p == nullptr) return nullptr;
+    if (!chunks_.add(static_cast<std::byte*>(p))) {
+      os_.release(p, bytes);
+      return nullptr;
+    }
+    if (!address_map().set(p, AddressMap::tag(arena_, AddressMap::kArenaChunk))) {
+      chunks_.remove(static_cast<std::byte*>(p));
       os_.release(p, bytes);
       return nullptr;
     }
@@ -23,6 +33,7 @@ class ChunkPal {
   }
   void release(void* p, std::size_t bytes) {
     address_map().set(p, 0);
+    chunks_.remove(static_cast<std::byte*>(p));
     os_.release(p, bytes);
   }
   bool commit(void* p, std::size_t bytes) { return os_.commit(p, bytes); }
@@ -31,9 +42,13 @@ class ChunkPal {
     return os_.grow(p, old_bytes, new_bytes);
   }
 
+  // Every chunk reserved and not yet released.
+  [[nodiscard]] std::span<std::byte* const> chunks() const { return chunks_.all(); }
+
  private:
   const void* arena_;
   LinuxPal os_;
+  ChunkList chunks_;
 };
 static_assert(Pal<ChunkPal>);
 

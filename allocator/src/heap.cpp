@@ -1,5 +1,6 @@
 // The heap's operations: allocation by placement, classification of pointers, reallocation
 // in place (runs and huge extents) before moving, and moving by remapping before copying.
+// Every operation on an existing block goes to the arena (or huge manager) that holds it.
 #include "heap.h"
 
 #include <sched.h>
@@ -48,20 +49,46 @@ void Heap::initialize() {
   init_state_.store(kInitialized, std::memory_order_release);
 }
 
+bool Heap::find_source(unsigned index, Source& out) {
+  if (index < automatic_arenas()) {
+    out = Source{&arena_, &huge_, false};
+    return true;
+  }
+  ExplicitArena* a = explicit_.find(index);
+  if (a == nullptr) return false;
+  out = Source{&a->blocks, &a->huge, false};
+  return true;
+}
+
 void* Heap::allocate_slow(std::size_t size, std::size_t align, bool zero) {
   ensure_initialized();
+  return allocate_from(Source{&arena_, &huge_, true}, size, align, zero);
+}
+
+void* Heap::allocate_in(unsigned arena, std::size_t size, std::size_t align, bool zero) {
+  ensure_initialized();
+  Source source{};
+  if (!find_source(arena, source)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return allocate_from(source, size, align, zero);
+}
+
+void* Heap::allocate_from(const Source& source, std::size_t size, std::size_t align, bool zero) {
   const Placement where = place(size, align);
   void* p = nullptr;
   bool zeroed = false;
   switch (where.kind) {
     case BlockKind::Small:
-      p = allocate_small(where.size_class);
+      p = source.through_cache ? allocate_small(where.size_class)
+                               : source.blocks->alloc_small(where.size_class);
       break;
     case BlockKind::Large:
-      p = arena_.alloc_large(size, align, zeroed);
+      p = source.blocks->alloc_large(size, align, zeroed);
       break;
     case BlockKind::Huge:
-      p = huge_.alloc(size == 0 ? 1 : size, align, zeroed);
+      p = source.huge->alloc(size == 0 ? 1 : size, align, zeroed);
       break;
     case BlockKind::Invalid:
       break;
@@ -76,18 +103,19 @@ void* Heap::allocate_small(unsigned size_class) {
   return arena_.alloc_small(size_class);
 }
 
-void Heap::deallocate_small(Slab* slab, void* p, const char* call) {
+void Heap::deallocate_small(Arena& owner, Slab* slab, void* p, const char* call) {
   const unsigned size_class = slab->size_class;
   const SizeClass& sc = kSizeClasses[size_class];
   const std::size_t offset = std::size_t(static_cast<std::byte*>(p) - slab->base);
   if (std::size_t(region_index(sc, offset)) * sc.size != offset) [[unlikely]]
     report_misuse(call, p, "not the start of a block");
   ThreadCache* cache = ThreadCache::get(arena_);
-  if (cache == nullptr || options().checks.load(std::memory_order_relaxed)) [[unlikely]]
-    return arena_.free_small(slab, p, call);
+  if (cache == nullptr || cache->arena() != &owner || options().checks.load(std::memory_order_relaxed))
+      [[unlikely]]
+    return owner.free_small(slab, p, call);
   auto* first_word = static_cast<std::uintptr_t*>(p);
   if (*first_word == ThreadCache::freed_key()) [[unlikely]] {
-    if (cache->holds(size_class, p) || arena_.region_is_free(slab, p))
+    if (cache->holds(size_class, p) || owner.region_is_free(slab, p))
       report_misuse(call, p, "double free");
   }
   *first_word = ThreadCache::freed_key();
@@ -97,18 +125,19 @@ void Heap::deallocate_small(Slab* slab, void* p, const char* call) {
 Heap::Block Heap::locate(const void* p, const char* call) {
   ensure_initialized();
   if (is_chunk_aligned(p)) {
-    std::size_t usable = huge_.usable_size(p);
-    if (usable == 0) {
-      bool ours = AddressMap::tag_of(address_map().get(p)) == AddressMap::kHuge;
-      report_misuse(call, p, ours ? "not a live block (already freed?)" : "not allocated by pagemalloc");
-    }
-    return {BlockKind::Huge, usable, 0};
+    HugeManager* owner = HugeManager::owner_of(p);
+    const std::size_t usable = owner == nullptr ? 0 : owner->usable_size(p);
+    if (usable == 0)
+      report_misuse(call, p, owner != nullptr ? "not a live block (already freed?)" : "not allocated by pagemalloc");
+    return {BlockKind::Huge, usable, 0, nullptr, owner};
   }
   std::byte* chunk = chunk_base_of(p);
-  const AddressMap::Tag owner = AddressMap::tag_of(address_map().get(chunk));
-  if (owner != AddressMap::kArenaChunk)
-    report_misuse(call, p, owner == AddressMap::kHuge ? "not the start of a block"
-                                                       : "not allocated by pagemalloc");
+  const std::uintptr_t entry = address_map().get(chunk);
+  const AddressMap::Tag tag = AddressMap::tag_of(entry);
+  if (tag != AddressMap::kArenaChunk)
+    report_misuse(call, p, tag == AddressMap::kHuge ? "not the start of a block"
+                                                     : "not allocated by pagemalloc");
+  auto* arena = AddressMap::owner_of<Arena>(entry);
   PageEntry e = page_entry(chunk, page_index_of(p));
   switch (e.kind()) {
     case PageKind::Slab: {
@@ -117,11 +146,11 @@ Heap::Block Heap::locate(const void* p, const char* call) {
       std::size_t offset = std::size_t(static_cast<const std::byte*>(p) - slab->base);
       if (std::size_t(region_index(sc, offset)) * sc.size != offset)
         report_misuse(call, p, "not the start of a block");
-      return {BlockKind::Small, sc.size, slab->size_class};
+      return {BlockKind::Small, sc.size, slab->size_class, arena, nullptr};
     }
     case PageKind::Large:
       if (!is_aligned(p, kPageSize)) report_misuse(call, p, "not the start of a block");
-      return {BlockKind::Large, e.pages().bytes(), 0};
+      return {BlockKind::Large, e.pages().bytes(), 0, arena, nullptr};
     case PageKind::Free:
       report_misuse(call, p, "not a live block (already freed?)");
     default:
@@ -132,17 +161,23 @@ Heap::Block Heap::locate(const void* p, const char* call) {
 void Heap::deallocate_slow(void* p, const char* call) {
   ensure_initialized();
   if (p == nullptr) return;
-  if (is_chunk_aligned(p)) return huge_.free(p, call);
+  if (is_chunk_aligned(p)) {
+    HugeManager* owner = HugeManager::owner_of(p);
+    if (owner == nullptr) report_misuse(call, p, "not allocated by pagemalloc");
+    return owner->free(p, call);
+  }
   std::byte* chunk = chunk_base_of(p);
-  const AddressMap::Tag owner = AddressMap::tag_of(address_map().get(chunk));
-  if (owner != AddressMap::kArenaChunk) [[unlikely]]
-    report_misuse(call, p, owner == AddressMap::kHuge ? "not the start of a block"
-                                                       : "not allocated by pagemalloc");
+  const std::uintptr_t entry = address_map().get(chunk);
+  const AddressMap::Tag tag = AddressMap::tag_of(entry);
+  if (tag != AddressMap::kArenaChunk) [[unlikely]]
+    report_misuse(call, p, tag == AddressMap::kHuge ? "not the start of a block"
+                                                     : "not allocated by pagemalloc");
+  Arena& owner = *AddressMap::owner_of<Arena>(entry);
   PageEntry e = page_entry(chunk, page_index_of(p));
   if (e.kind() == PageKind::Slab) [[likely]]
-    return deallocate_small(static_cast<Slab*>(e.slab_descriptor()), p, call);
+    return deallocate_small(owner, static_cast<Slab*>(e.slab_descriptor()), p, call);
   if (e.kind() == PageKind::Large && is_aligned(p, kPageSize))
-    return arena_.free_large(p, e.pages());
+    return owner.free_large(p, e.pages());
   report_misuse(call, p, e.kind() == PageKind::Free ? "double free" : "not the start of a block");
 }
 
@@ -160,7 +195,8 @@ std::size_t Heap::usable_size(const void* p, const char* call) {
   return p == nullptr ? 0 : locate(p, call).usable;
 }
 
-void* Heap::reallocate(void* p, std::size_t size, std::size_t align, bool zero, const char* call) {
+void* Heap::reallocate(void* p, std::size_t size, std::size_t align, bool zero, unsigned arena,
+                       const char* call) {
   const Block old = locate(p, call);
   const Placement want = place(size, align);
   if (want.kind == BlockKind::Invalid) return out_of_memory();
@@ -175,31 +211,45 @@ void* Heap::reallocate(void* p, std::size_t size, std::size_t align, bool zero, 
         break;
       case BlockKind::Large:
         if (want.usable == old.usable) return p;
-        if (arena_.resize_large(p, PageCount::covering(old.usable), PageCount::covering(size))) {
+        if (old.arena->resize_large(p, PageCount::covering(old.usable), PageCount::covering(size))) {
           zero_grown(want.usable);
           if (want.usable > old.usable) grown_in_place_.fetch_add(1, std::memory_order_relaxed);
           return p;
         }
         break;
-      case BlockKind::Huge:
-        if (huge_.resize_in_place(p, size)) {
+      case BlockKind::Huge: {
+        if (old.huge->resize_in_place(p, size)) {
           zero_grown(want.usable);
           if (want.usable > old.usable) grown_in_place_.fetch_add(1, std::memory_order_relaxed);
           return p;
         }
-        if (align <= kChunkSize) {
-          if (void* q = huge_.remap(p, size)) {
+        Source named{};
+        const bool stays = arena == kNoArena || (find_source(arena, named) && named.huge == old.huge);
+        if (align <= kChunkSize && stays) {
+          if (void* q = old.huge->remap(p, size)) {
             bytes = static_cast<std::byte*>(q);
             zero_grown(want.usable);
             return q;
           }
         }
         break;
+      }
       case BlockKind::Invalid:
         break;
     }
   }
-  void* q = allocate(size, align, zero);
+  return move(p, old, size, align, zero, arena, call);
+}
+
+// Moves the block by copying it into a new one: in `arena` if named, else in the block's own
+// explicit arena, else in the thread's.
+void* Heap::move(void* p, const Block& old, std::size_t size, std::size_t align, bool zero,
+                 unsigned arena, const char* call) {
+  if (arena == kNoArena) {
+    const unsigned home = old.kind == BlockKind::Huge ? old.huge->arena() : old.arena->index();
+    if (home != kNoArena && home >= automatic_arenas()) arena = home;
+  }
+  void* q = arena == kNoArena ? allocate(size, align, zero) : allocate_in(arena, size, align, zero);
   if (q == nullptr) return nullptr;
   const std::size_t keep = old.usable < size ? old.usable : size;
   std::memcpy(q, p, keep);
@@ -223,11 +273,12 @@ std::size_t Heap::resize_in_place(void* p, std::size_t size, std::size_t extra, 
     const PageCount hi = std::min(PageCount::covering(most), kMaxRunPages);
     const PageCount lo = PageCount::covering(least);
     if (lo > kMaxRunPages) return old.usable;  // only a move could make it huge
-    if (hi != have && arena_.resize_large(p, have, hi)) result = hi.bytes();
-    else if (hi > have && lo > have && arena_.resize_large(p, have, lo)) result = lo.bytes();
+    if (hi != have && old.arena->resize_large(p, have, hi)) result = hi.bytes();
+    else if (hi > have && lo > have && old.arena->resize_large(p, have, lo)) result = lo.bytes();
   } else if (PageCount::covering(most).bytes() != old.usable) {
-    if (huge_.resize_in_place(p, most) || (least > old.usable && huge_.resize_in_place(p, least)))
-      result = huge_.usable_size(p);
+    if (old.huge->resize_in_place(p, most) ||
+        (least > old.usable && old.huge->resize_in_place(p, least)))
+      result = old.huge->usable_size(p);
   }
   if (result > old.usable) {
     grown_in_place_.fetch_add(1, std::memory_order_relaxed);
@@ -236,19 +287,48 @@ std::size_t Heap::resize_in_place(void* p, std::size_t size, std::size_t extra, 
   return result;
 }
 
+unsigned Heap::create_arena() {
+  ensure_initialized();
+  return explicit_.create(automatic_arenas());
+}
+
 void Heap::purge() {
   if (ThreadCache* cache = ThreadCache::current()) cache->flush_all();
   arena_.purge_all();
   huge_.purge_all();
+  explicit_.for_each([](ExplicitArena& a) {
+    a.blocks.purge_all();
+    a.huge.purge_all();
+  });
 }
 
 void Heap::stats(pm_stats& out) {
-  const ArenaStats a = arena_.stats();
-  const HugeStats h = huge_.stats();
+  ArenaStats a = arena_.stats();
+  HugeStats h = huge_.stats();
   const std::size_t cached = ThreadCache::bytes_cached_by_all();
-  out.allocated = (a.allocated > cached ? a.allocated - cached : 0) + h.allocated;
+  a.allocated = a.allocated > cached ? a.allocated - cached : 0;
+  std::size_t records = 0;
+  explicit_.for_each([&](ExplicitArena& e) {
+    const ArenaStats ea = e.blocks.stats();
+    const HugeStats eh = e.huge.stats();
+    a.allocated += ea.allocated;
+    a.active_pages += ea.active_pages;
+    a.chunks += ea.chunks;
+    a.dirty_pages += ea.dirty_pages;
+    a.free_pages += ea.free_pages;
+    a.purged_pages += ea.purged_pages;
+    a.metadata += ea.metadata;
+    h.allocated += eh.allocated;
+    h.mapped += eh.mapped;
+    h.cached += eh.cached;
+    h.purged += eh.purged;
+    h.moved += eh.moved;
+    h.metadata += eh.metadata;
+    records += ExplicitArenas::record_bytes();
+  });
+  out.allocated = a.allocated + h.allocated;
   out.active = a.active_pages * kPageSize + h.allocated;
-  out.mapped = a.chunks * kChunkSize + h.mapped + a.metadata + h.metadata;
+  out.mapped = a.chunks * kChunkSize + h.mapped + a.metadata + h.metadata + records;
   out.dirty = a.dirty_pages * kPageSize + h.cached;
   out.retained = (a.free_pages - a.dirty_pages) * kPageSize;
   out.copied = copied_.load(std::memory_order_relaxed);

@@ -1,9 +1,14 @@
-// The heap: the whole allocator behind the pm_ API — one arena (slabs and large runs) and the
-// huge-block manager — and the operations every entry point is made of.
+// The heap: the whole allocator behind the pm_ API — the automatic arena (slabs and large
+// runs) with its huge-block manager, the explicit arenas — and the operations every entry
+// point is made of.
 //
 // Every pointer is classified through the page map: chunk-aligned pointers are huge blocks
-// (looked up in the address map); any other is inside an arena chunk, and its page's entry
-// says small (slab) or large (run). A pointer in no chunk of ours is reported, not followed.
+// (looked up in the address map, whose record names the block's manager); any other is inside
+// an arena chunk, whose address-map entry names its arena, and its page's entry says small
+// (slab) or large (run). A pointer in no chunk of ours is reported, not followed.
+//
+// A block is freed to the arena that holds it, whichever thread frees it. Only blocks of the
+// thread cache's own arena enter the cache.
 #pragma once
 
 #include <atomic>
@@ -12,11 +17,14 @@
 #include "address_map.h"
 #include "arena.h"
 #include "config.h"
+#include "explicit_arenas.h"
+#include "flags.h"
 #include "huge.h"
 #include "placement.h"
 #include "thread_cache.h"
 
 struct pm_stats;
+struct pm_arena_stats;
 
 namespace pagemalloc {
 
@@ -26,10 +34,16 @@ class Heap {
 
   // nullptr with errno = ENOMEM on failure. Requires: align is a power of two.
   void* allocate(std::size_t size, std::size_t align, bool zero);
+  // From the arena of this index, bypassing the thread cache; nullptr with errno = EINVAL
+  // when no arena has the index, ENOMEM when out of memory.
+  void* allocate_in(unsigned arena, std::size_t size, std::size_t align, bool zero);
   void deallocate(void* p, const char* call);
   void deallocate_sized(void* p, std::size_t size, std::size_t align, const char* call);
-  // nullptr with errno = ENOMEM on failure, and p is untouched.
-  void* reallocate(void* p, std::size_t size, std::size_t align, bool zero, const char* call);
+  // Resizes in place when it can, else moves the block to the arena `arena` (kNoArena: the
+  // block's own if it is explicit, else the thread's). nullptr with errno = ENOMEM (EINVAL:
+  // no arena has the index) on failure, and p is untouched.
+  void* reallocate(void* p, std::size_t size, std::size_t align, bool zero, unsigned arena,
+                   const char* call);
   // jemalloc's xallocx: resizes in place only; returns the usable size afterwards.
   std::size_t resize_in_place(void* p, std::size_t size, std::size_t extra, bool zero,
                               const char* call);
@@ -37,6 +51,12 @@ class Heap {
 
   void purge();
   void stats(pm_stats& out);
+
+  // Explicit arenas (explicit_arenas.h), with the results of the pm_arena_* calls.
+  unsigned create_arena();
+  int reset_arena(unsigned index) { return explicit_.reset(index); }
+  int destroy_arena(unsigned index) { return explicit_.destroy(index); }
+  int arena_stats(unsigned index, pm_arena_stats& out) { return explicit_.stats(index, out); }
 
   // Reads PAGEMALLOC_CONF and installs the fork handlers, once. Every slow path calls it
   // first; the fast paths need a thread cache, which only a slow path creates.
@@ -54,20 +74,36 @@ class Heap {
   static constexpr int kUninitialized = 0, kInitializing = 1, kInitialized = 2;
   void initialize();
 
+  // The automatic arenas have indices 0 .. automatic_arenas()-1; explicit ones follow.
+  static constexpr unsigned automatic_arenas() { return 1; }
+
   struct Block {
     BlockKind kind;
     std::size_t usable;
-    unsigned size_class;  // Small
+    unsigned size_class = 0;    // Small
+    Arena* arena = nullptr;     // Small, Large: the arena that holds it
+    HugeManager* huge = nullptr;  // Huge: the manager that holds it
   };
+  // Where blocks of one arena come from: its slabs and runs, and its huge extents.
+  struct Source {
+    Arena* blocks;
+    HugeManager* huge;
+    bool through_cache;  // small blocks come through the thread cache
+  };
+  bool find_source(unsigned index, Source& out);
   Block locate(const void* p, const char* call);
   void* allocate_slow(std::size_t size, std::size_t align, bool zero);
+  void* allocate_from(const Source& source, std::size_t size, std::size_t align, bool zero);
   void* allocate_small(unsigned size_class);
+  void* move(void* p, const Block& old, std::size_t size, std::size_t align, bool zero,
+             unsigned arena, const char* call);
   void deallocate_slow(void* p, const char* call);
-  void deallocate_small(Slab* slab, void* p, const char* call);
+  void deallocate_small(Arena& owner, Slab* slab, void* p, const char* call);
 
   std::atomic<int> init_state_{kUninitialized};
-  Arena arena_;
-  HugeManager huge_;
+  Arena arena_{0};
+  HugeManager huge_{kNoArena};
+  ExplicitArenas explicit_;
   std::atomic<std::size_t> copied_{0};
   std::atomic<std::size_t> grown_in_place_{0};
   std::atomic<std::size_t> moved_by_copy_{0};
@@ -101,7 +137,8 @@ inline void Heap::deallocate(void* p, const char* call) {
   if (!is_chunk_aligned(p)) [[likely]] {
     std::byte* chunk = chunk_base_of(p);
     ThreadCache* cache = ThreadCache::current();
-    if (AddressMap::tag_of(address_map().get(chunk)) == AddressMap::kArenaChunk && cache != nullptr &&
+    if (cache != nullptr &&
+        address_map().get(chunk) == AddressMap::tag(cache->arena(), AddressMap::kArenaChunk) &&
         !options().checks.load(std::memory_order_relaxed)) [[likely]] {
       PageEntry e = page_entry(chunk, page_index_of(p));
       if (e.kind() == PageKind::Slab) [[likely]] {

@@ -16,6 +16,19 @@ std::byte* last_granule(const HugeExtent* e) { return e->base + e->reserved - kC
 
 }  // namespace
 
+HugeManager* HugeManager::owner_of(const void* p) {
+  const std::uintptr_t v = address_map().get(p);
+  if (AddressMap::tag_of(v) != AddressMap::kHuge) return nullptr;
+  return AddressMap::owner_of<HugeExtent>(v)->owner;
+}
+
+// Requires: lock_ held. nullptr when the OS refuses memory.
+HugeExtent* HugeManager::new_record() {
+  HugeExtent* e = records_.acquire();
+  if (e != nullptr) e->owner = this;
+  return e;
+}
+
 // Requires: lock_ held. Points the extent's first and last granules at its record.
 void HugeManager::publish(HugeExtent* e) {
   address_map().set(e->base, AddressMap::tag(e, AddressMap::kHuge));
@@ -31,14 +44,14 @@ HugeExtent* HugeManager::free_neighbour_after(const HugeExtent* e) {
   std::uintptr_t v = address_map().get(e->base + e->reserved);
   if (AddressMap::tag_of(v) != AddressMap::kHuge) return nullptr;
   auto* n = AddressMap::owner_of<HugeExtent>(v);
-  return (!n->in_use && n->base == e->base + e->reserved) ? n : nullptr;
+  return (n->owner == this && !n->in_use && n->base == e->base + e->reserved) ? n : nullptr;
 }
 
 HugeExtent* HugeManager::free_neighbour_before(const HugeExtent* e) {
   std::uintptr_t v = address_map().get(e->base - kChunkSize);
   if (AddressMap::tag_of(v) != AddressMap::kHuge) return nullptr;
   auto* n = AddressMap::owner_of<HugeExtent>(v);
-  return (!n->in_use && n->base + n->reserved == e->base) ? n : nullptr;
+  return (n->owner == this && !n->in_use && n->base + n->reserved == e->base) ? n : nullptr;
 }
 
 // Requires: lock_ held; e is not on the free list. Coalesces e with free neighbours and puts
@@ -70,7 +83,7 @@ void HugeManager::add_free(HugeExtent* e) {
 // multiple of kChunkSize) to the free list.
 void HugeManager::split_off_free_tail(HugeExtent* e, std::size_t keep) {
   if (keep >= e->reserved) return;
-  HugeExtent* tail = records_.acquire();
+  HugeExtent* tail = new_record();
   if (tail == nullptr) return;  // keep the whole extent: nothing is lost
   unpublish(e);
   tail->base = e->base + keep;
@@ -97,7 +110,7 @@ void* HugeManager::alloc(std::size_t bytes, std::size_t align, bool& zeroed) {
     split_off_free_tail(best, reserved);
     zeroed = false;
   } else {
-    best = records_.acquire();
+    best = new_record();
     if (best == nullptr) return nullptr;
     void* p = os_.reserve(reserved, align > kChunkSize ? align : kChunkSize);
     if (p == nullptr) {
@@ -113,6 +126,8 @@ void* HugeManager::alloc(std::size_t bytes, std::size_t align, bool& zeroed) {
   }
   best->usable = round_up(bytes, kPageSize);
   allocated_ += best->usable;
+  ++blocks_;
+  live_.push_back(best);
   return best->base;
 }
 
@@ -135,9 +150,24 @@ void HugeManager::free(void* p, const char* call) {
     report_misuse(call, p, was_huge ? "double free" : "not allocated by pagemalloc");
   }
   tick();
+  live_.remove(e);
   allocated_ -= e->usable;
+  --blocks_;
   e->usable = 0;
   add_free(e);
+}
+
+void HugeManager::free_all() {
+  LockGuard guard(lock_);
+  now_ms_ = now_ms();
+  while (HugeExtent* e = live_.front()) {
+    live_.remove(e);
+    e->usable = 0;
+    add_free(e);
+  }
+  allocated_ = 0;
+  blocks_ = 0;
+  tick();
 }
 
 std::size_t HugeManager::usable_size(const void* p) {
@@ -239,7 +269,7 @@ void HugeManager::purge_all() {
 
 HugeStats HugeManager::stats() {
   LockGuard guard(lock_);
-  return HugeStats{allocated_, mapped_, cached_, purged_, moved_, records_.mapped_bytes()};
+  return HugeStats{allocated_, blocks_, mapped_, cached_, purged_, moved_, records_.mapped_bytes()};
 }
 
 }  // namespace pagemalloc

@@ -9,7 +9,9 @@
 // or moves its pages to a new address without copying them.
 //
 // Extents are found through the address map: their first and last granules point to their
-// record, as boundary tags do in the page map.
+// record, as boundary tags do in the page map. A record names the manager it belongs to (the
+// shared one of the automatic arenas, or an explicit arena's own), so that a free finds it.
+// Live extents are on a list too, so that an explicit arena's reset can free them all.
 #pragma once
 
 #include <cstddef>
@@ -22,18 +24,22 @@
 
 namespace pagemalloc {
 
+class HugeManager;
+
 struct HugeExtent {
+  HugeManager* owner = nullptr;  // set when the record is taken from its manager's pool
   std::byte* base = nullptr;
   std::size_t reserved = 0;  // bytes of address space, a multiple of kChunkSize
   std::size_t usable = 0;    // bytes the block may use, a multiple of the page size (in use)
   bool in_use = false;
   std::uint64_t freed_at_ms = 0;
-  HugeExtent* prev = nullptr;  // the list of free extents, oldest first
+  HugeExtent* prev = nullptr;  // the list of free extents, oldest first, or of live ones
   HugeExtent* next = nullptr;
 };
 
 struct HugeStats {
   std::size_t allocated = 0;  // usable bytes of live huge blocks
+  std::size_t blocks = 0;     // live huge blocks
   std::size_t mapped = 0;     // bytes of all extents, live or free
   std::size_t cached = 0;     // bytes of free extents (resident until the decay)
   std::size_t purged = 0;     // bytes unmapped by the decay, since start
@@ -43,7 +49,16 @@ struct HugeStats {
 
 class HugeManager {
  public:
-  constexpr HugeManager() = default;
+  // arena: the explicit arena this manager serves, or kNoArena (the automatic arenas').
+  constexpr explicit HugeManager(unsigned arena) : arena_(arena) {}
+  HugeManager(const HugeManager&) = delete;
+  HugeManager& operator=(const HugeManager&) = delete;
+
+  [[nodiscard]] unsigned arena() const { return arena_; }
+
+  // The manager whose record the address map holds for p (a chunk-aligned address), or
+  // nullptr. Whether p is a live block is for that manager's calls to tell.
+  static HugeManager* owner_of(const void* p);
 
   // nullptr when the OS refuses memory. `zeroed`: the memory is known to read zero.
   void* alloc(std::size_t bytes, std::size_t align, bool& zeroed);
@@ -57,6 +72,8 @@ class HugeManager {
   // copying; nullptr if the kernel cannot.
   void* remap(void* p, std::size_t bytes);
 
+  // Frees every live block (an explicit arena's reset); the extents stay until the decay.
+  void free_all();
   void purge_all();
   HugeStats stats();
 
@@ -65,6 +82,7 @@ class HugeManager {
   void unlock_after_fork() { lock_.unlock(); }
 
  private:
+  HugeExtent* new_record();
   HugeExtent* live_extent(const void* p);
   void publish(HugeExtent* e);
   void unpublish(HugeExtent* e);
@@ -75,11 +93,16 @@ class HugeManager {
   void tick();
   void purge(std::uint64_t min_age_ms);
 
+  using ExtentList = IntrusiveList<HugeExtent, &HugeExtent::prev, &HugeExtent::next>;
+
+  const unsigned arena_;
   SpinLock lock_;
   LinuxPal os_;
   MetaPool<HugeExtent> records_;
-  IntrusiveList<HugeExtent, &HugeExtent::prev, &HugeExtent::next> free_;
+  ExtentList free_;
+  ExtentList live_;
   std::size_t allocated_ = 0;
+  std::size_t blocks_ = 0;
   std::size_t mapped_ = 0;
   std::size_t cached_ = 0;
   std::size_t purged_ = 0;

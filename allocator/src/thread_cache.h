@@ -34,6 +34,9 @@ class ThreadCache {
   // The calling thread's cache if it has one.
   static ThreadCache* current() { return current_; }
 
+  // The arena it takes regions from and returns them to; only regions of this arena enter it.
+  [[nodiscard]] Arena* arena() const { return arena_; }
+
   // nullptr when the arena has no memory left. The region's first word is cleared (it held
   // the freed key).
   void* pop(unsigned size_class) {

@@ -5,7 +5,8 @@
  * extended *allocx functions follow jemalloc's non-standard API, and their flags are encoded
  * exactly as jemalloc encodes MALLOCX_*, so code written for jemalloc ports by renaming.
  *
- *   flags = PM_ALIGN(a) | PM_ZERO            a: a power of two; lg of it in the low 6 bits
+ *   flags = PM_ALIGN(a) | PM_ZERO | PM_ARENA(i)   a: a power of two (lg of it in the low 6
+ *                                                 bits); i: an arena index (bits 20..31)
  *
  * Errors: allocation failure returns NULL with errno = ENOMEM; a bad alignment returns NULL
  * (EINVAL from pm_posix_memalign). Misuse (double free, foreign pointer, wrong size to
@@ -21,7 +22,8 @@ extern "C" {
 #endif
 
 /* Flags of the *allocx calls (the values of jemalloc's MALLOCX_*). These are macros because
- * C callers need them in constant expressions. */
+ * C callers need them in constant expressions. PM_ARENA(i): allocate from arena i (an
+ * explicit arena from pm_arena_create, or automatic arena 0), bypassing the thread cache. */
 #define PM_LG_ALIGN(lg) ((int)(lg))
 #define PM_ALIGN(a) ((int)(__builtin_ffsll((long long)(a)) - 1))
 #define PM_ZERO ((int)0x40)
@@ -45,6 +47,39 @@ size_t pm_sallocx(const void* ptr, int flags);
 void pm_dallocx(void* ptr, int flags);
 void pm_sdallocx(void* ptr, size_t size, int flags);
 size_t pm_nallocx(size_t size, int flags);
+
+/* Explicit arenas (jemalloc's arenas.create, arena.<i>.reset and arena.<i>.destroy).
+ *
+ * An explicit arena holds only the blocks allocated with PM_ARENA(i) in pm_mallocx or
+ * pm_rallocx. Its blocks never enter a thread cache, and each arena has its own lock, so
+ * threads may share one. Any free call (pm_free, pm_dallocx, pm_sdallocx, pm_realloc)
+ * frees a block to the arena that holds it; a block moved by reallocation goes to the arena
+ * named in the flags or, without one, stays in its explicit arena.
+ *
+ *   pm_arena_create   returns the new arena's index, or 0 with errno = EAGAIN (all 4095
+ *                     indices taken) or ENOMEM: index 0 is automatic arena 0, never an
+ *                     explicit one, so 0 is unambiguous
+ *   pm_arena_reset    frees every block of the arena at once (small, large and huge); its
+ *                     pages stay mapped for its next blocks. Returns 0, or EINVAL when i
+ *                     names no explicit arena. Using or freeing a block of the arena after a
+ *                     reset is misuse (reported as a double free while its page is unused)
+ *   pm_arena_destroy  a reset, then every page of the arena back to the OS; the index may be
+ *                     returned by a later pm_arena_create. 0, or EINVAL
+ *   pm_arena_stats_get  the arena's live blocks and bytes (below). 0, or EINVAL
+ *
+ * pm_mallocx or pm_rallocx with PM_ARENA(i) of an index that names no arena: NULL with
+ * errno = EINVAL. */
+unsigned pm_arena_create(void);
+int pm_arena_reset(unsigned arena);
+int pm_arena_destroy(unsigned arena);
+
+typedef struct pm_arena_stats {
+  size_t blocks;     /* live blocks */
+  size_t allocated;  /* bytes in live blocks (usable sizes) */
+  size_t active;     /* bytes of pages holding live blocks */
+  size_t mapped;     /* bytes mapped from the OS for the arena, its metadata included */
+} pm_arena_stats;
+int pm_arena_stats_get(unsigned arena, pm_arena_stats* out);
 
 /* introspection */
 typedef struct pm_stats {

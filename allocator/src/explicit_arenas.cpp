@@ -1,0 +1,103 @@
+// Explicit arenas: creation, reset, destruction and statistics.
+#include "explicit_arenas.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <new>
+
+#include "pagemalloc/pagemalloc.h"
+
+namespace pagemalloc {
+namespace {
+
+constexpr std::size_t kRecordBytes =
+    (sizeof(ExplicitArena) + kPageSize - 1) / kPageSize * kPageSize;
+
+}  // namespace
+
+std::size_t ExplicitArenas::record_bytes() { return kRecordBytes; }
+
+unsigned ExplicitArenas::create(unsigned first) {
+  LockGuard guard(lock_);
+  first_.store(first, std::memory_order_relaxed);
+  unsigned index = first;
+  while (index < kMaxArenas) {
+    ExplicitArena* a = slots_[index].load(std::memory_order_relaxed);
+    if (a == nullptr || !a->live.load(std::memory_order_relaxed)) break;
+    ++index;
+  }
+  if (index == kMaxArenas) {
+    errno = EAGAIN;
+    return 0;
+  }
+  ExplicitArena* a = slots_[index].load(std::memory_order_relaxed);
+  if (a == nullptr) {
+    void* mem = ::mmap(nullptr, kRecordBytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+      errno = ENOMEM;
+      return 0;
+    }
+    a = new (mem) ExplicitArena(index);
+    slots_[index].store(a, std::memory_order_release);
+    if (index + 1 > end_) end_ = index + 1;
+  }
+  a->live.store(true, std::memory_order_release);
+  return index;
+}
+
+int ExplicitArenas::reset(unsigned index) {
+  LockGuard guard(lock_);
+  ExplicitArena* a = find(index);
+  if (a == nullptr) return EINVAL;
+  a->blocks.reset();
+  a->huge.free_all();
+  return 0;
+}
+
+int ExplicitArenas::destroy(unsigned index) {
+  LockGuard guard(lock_);
+  ExplicitArena* a = find(index);
+  if (a == nullptr) return EINVAL;
+  a->live.store(false, std::memory_order_release);
+  a->blocks.reset();
+  a->huge.free_all();
+  a->blocks.purge_all();
+  a->huge.purge_all();
+  return 0;
+}
+
+int ExplicitArenas::stats(unsigned index, pm_arena_stats& out) {
+  ExplicitArena* a = find(index);
+  if (a == nullptr) return EINVAL;
+  const ArenaStats s = a->blocks.stats();
+  const HugeStats h = a->huge.stats();
+  out.blocks = s.blocks + h.blocks;
+  out.allocated = s.allocated + h.allocated;
+  out.active = s.active_pages * kPageSize + h.allocated;
+  out.mapped = s.chunks * kChunkSize + h.mapped + s.metadata + h.metadata + kRecordBytes;
+  return 0;
+}
+
+void ExplicitArenas::lock_for_fork() {
+  lock_.lock();
+  for (unsigned i = first_.load(std::memory_order_relaxed); i < end_; ++i) {
+    if (ExplicitArena* a = slots_[i].load(std::memory_order_relaxed)) {
+      a->blocks.lock_for_fork();
+      a->huge.lock_for_fork();
+    }
+  }
+}
+
+void ExplicitArenas::unlock_after_fork() {
+  for (unsigned i = first_.load(std::memory_order_relaxed); i < end_; ++i) {
+    if (ExplicitArena* a = slots_[i].load(std::memory_order_relaxed)) {
+      a->huge.unlock_after_fork();
+      a->blocks.unlock_after_fork();
+    }
+  }
+  lock_.unlock();
+}
+
+}  // namespace pagemalloc
