@@ -13,7 +13,10 @@
 //                                      N = 1, 2, 4, 8, 16
 //
 // A is the allocator: Malloc (malloc/free: glibc, or whichever allocator LD_PRELOAD puts under
-// the process) or Pagemalloc (pm_malloc/pm_free), both in this one process. The chunks are not written: the measure is the allocator's own work.
+// the process), Pagemalloc (pm_malloc/pm_free), both in this one process, or ArenaReset: the
+// bump-arena way of the talk, on pagemalloc's explicit arenas — every chunk comes from
+// pm_mallocx(PM_ARENA(i)) and, instead of 1600 frees, one pm_arena_reset(i) ends the round
+// (each thread has its own arena). The chunks are not written: the measure is the allocator's own work.
 //
 // One iteration is one round of 1600 allocations and 1600 frees; items_per_second counts one
 // item per allocation+free pair. The threaded benchmarks use wall time, and Google Benchmark
@@ -47,6 +50,24 @@ struct Pagemalloc {
   static void release(void* p) { pm_free(p); }
 };
 
+// One explicit arena per thread, created on first use and destroyed at thread exit.
+class ThreadArena {
+ public:
+  ThreadArena() : index_(pm_arena_create()) {}
+  ~ThreadArena() {
+    if (index_ != 0) pm_arena_destroy(index_);
+  }
+  [[nodiscard]] unsigned index() const { return index_; }
+
+ private:
+  unsigned index_;
+};
+
+unsigned this_thread_arena() {
+  thread_local ThreadArena arena;
+  return arena.index();
+}
+
 using Chunks = std::array<void*, kChunks>;
 
 // One round: allocate every chunk, free the first half oldest first, then the second half
@@ -63,6 +84,23 @@ bool one_round(Chunks& chunks, std::size_t chunk_size) {
   for (std::size_t i = 0; i < kChunks / 2; ++i) Allocator::release(chunks[i]);
   for (std::size_t i = kChunks; i-- > kChunks / 2;) Allocator::release(chunks[i]);
   return all_allocated;
+}
+
+// The bump-arena round: allocate every chunk from this thread's arena, then one reset.
+struct ArenaReset {};
+
+template <>
+bool one_round<ArenaReset>(Chunks& chunks, std::size_t chunk_size) {
+  const unsigned arena = this_thread_arena();
+  if (arena == 0) return false;
+  bool all_allocated = true;
+  for (void*& chunk : chunks) {
+    chunk = pm_mallocx(chunk_size, PM_ARENA(arena));
+    benchmark::DoNotOptimize(chunk);
+    all_allocated &= chunk != nullptr;
+  }
+  benchmark::ClobberMemory();
+  return pm_arena_reset(arena) == 0 && all_allocated;
 }
 
 template <class Allocator>
@@ -104,8 +142,10 @@ void thread_counts(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_TEMPLATE(BM_SmallChunks, Malloc)->Apply(chunk_sizes);
 BENCHMARK_TEMPLATE(BM_SmallChunks, Pagemalloc)->Apply(chunk_sizes);
+BENCHMARK_TEMPLATE(BM_SmallChunks, ArenaReset)->Apply(chunk_sizes);
 BENCHMARK_TEMPLATE(BM_SmallChunksThreads, Malloc)->Apply(thread_counts);
 BENCHMARK_TEMPLATE(BM_SmallChunksThreads, Pagemalloc)->Apply(thread_counts);
+BENCHMARK_TEMPLATE(BM_SmallChunksThreads, ArenaReset)->Apply(thread_counts);
 
 }  // namespace
 
