@@ -11,11 +11,17 @@
 // a block changes size.
 //
 // Randomized tests use a fixed seed and print it on failure (SCOPED_TRACE).
+//
+// The automatic arenas' tests read the arena of a block from the address map (allocator/src):
+// threads are spread over the arenas, and a block goes back to its own arena whoever frees it.
 #include <gtest/gtest.h>
 
 #include <pagemalloc/pagemalloc.h>
 
 #include <unistd.h>
+
+#include "address_map.h"
+#include "arena.h"
 
 #include <algorithm>
 #include <atomic>
@@ -748,6 +754,10 @@ TEST(Control, ReadsAndSetsOptionsAndRejectsUnknownNames) {
   EXPECT_GE(decay, -1);
   long ignored = 0;
   EXPECT_EQ(pm_ctl("no_such_option", &ignored, nullptr), EINVAL);
+  long narenas = 0;
+  EXPECT_EQ(pm_ctl("narenas", &narenas, nullptr), 0);
+  EXPECT_GE(narenas, 1);
+  EXPECT_EQ(pm_ctl("narenas", nullptr, &narenas), EPERM) << "narenas is read-only";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -890,6 +900,119 @@ TEST(Threads, MixedWorkloadWithCrossThreadFrees) {
   }
   EXPECT_EQ(failures.count(), 0) << "first failure: " << failures.first();
   EXPECT_EQ(current_stats().allocated, baseline.allocated) << "allocated bytes did not come back";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Automatic arenas: threads are spread over pm_ctl("narenas") arenas, round-robin; a block is
+// freed to the arena that holds it, whichever thread frees it. The arena of a block is read
+// from the address map (allocator/src), which tags every chunk with its arena.
+
+unsigned arena_of(const void* p) {
+  using pagemalloc::AddressMap;
+  const std::uintptr_t entry = pagemalloc::address_map().get(pagemalloc::chunk_base_of(p));
+  return AddressMap::owner_of<pagemalloc::Arena>(entry)->index();
+}
+
+long automatic_arenas() {
+  long n = 0;
+  EXPECT_EQ(pm_ctl("narenas", &n, nullptr), 0);
+  return n;
+}
+
+TEST(AutomaticArenas, ThreadsAreSpreadOverTheArenas) {
+  const long arenas = automatic_arenas();
+  const unsigned threads = unsigned(std::min(arenas, 8L));
+  std::vector<unsigned> seen(threads);
+  std::vector<std::thread> workers;
+  std::atomic<unsigned> started{0};
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      started.fetch_add(1);
+      while (started.load() < threads) std::this_thread::yield();  // all alive at once
+      void* small = pm_malloc(48);
+      void* large = pm_malloc(100 * KiB);
+      seen[t] = arena_of(small);
+      EXPECT_EQ(arena_of(large), seen[t]) << "a thread's large blocks come from its arena";
+      pm_free(small);
+      pm_free(large);
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  std::set<unsigned> distinct(seen.begin(), seen.end());
+  EXPECT_EQ(distinct.size(), threads) << "threads alive at once share arenas";
+  for (unsigned a : distinct) EXPECT_LT(a, unsigned(arenas));
+}
+
+TEST(AutomaticArenas, PmArenaNamesEveryAutomaticArena) {
+  const long arenas = automatic_arenas();
+  for (long i = 0; i < arenas; ++i) {
+    void* p = pm_mallocx(64, PM_ARENA(i));
+    void* q = pm_mallocx(64 * KiB, PM_ARENA(i));
+    ASSERT_NE(p, nullptr);
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(arena_of(p), unsigned(i));
+    EXPECT_EQ(arena_of(q), unsigned(i));
+    pm_free(p);
+    pm_free(q);
+  }
+}
+
+TEST(AutomaticArenas, BlocksFreedByAnotherThreadGoBackToTheirArena) {
+  if (automatic_arenas() < 2) GTEST_SKIP() << "one automatic arena";
+  const pm_stats baseline = current_stats();
+  constexpr int kBlocks = 20000;
+  std::vector<void*> blocks(kBlocks);
+  unsigned producer_arena = 0, consumer_arena = 0;
+  std::thread producer([&] {
+    for (int i = 0; i < kBlocks; ++i) {
+      blocks[i] = pm_malloc(16 + std::size_t(i % 40) * 24);
+      std::memset(blocks[i], 0x5C, 16);
+    }
+    producer_arena = arena_of(blocks[0]);
+  });
+  producer.join();
+  std::thread consumer([&] {
+    void* mine = pm_malloc(48);
+    consumer_arena = arena_of(mine);
+    pm_free(mine);
+    for (void* p : blocks) pm_free(p);  // into this thread's cache, then back to the producer's arena
+  });
+  consumer.join();
+  EXPECT_NE(producer_arena, consumer_arena) << "two threads in a row share an arena";
+  EXPECT_EQ(current_stats().allocated, baseline.allocated) << "blocks were lost on their way back";
+  void* again[64];
+  for (void*& p : again) p = pm_malloc(40);
+  for (void* p : again) pm_free(p);
+  pm_purge();
+  const pm_stats purged = current_stats();
+  EXPECT_EQ(purged.allocated, baseline.allocated);
+  EXPECT_EQ(purged.dirty, 0u);
+}
+
+// The number of automatic arenas, read in a child process started with PAGEMALLOC_CONF=conf.
+class ArenaCountTest : public ::testing::Test {
+ protected:
+  ArenaCountTest() { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+  static void expect_arenas_with(const char* conf, long expected) {
+    ::setenv("PAGEMALLOC_CONF", conf, 1);
+    EXPECT_EXIT(
+        {
+          long n = 0;
+          pm_ctl("narenas", &n, nullptr);
+          std::fprintf(stderr, "narenas %ld\n", n);
+          ::_exit(n == expected ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "")
+        << "PAGEMALLOC_CONF=" << conf;
+    ::unsetenv("PAGEMALLOC_CONF");
+  }
+};
+
+TEST_F(ArenaCountTest, DeterministicMeansOneArenaAndNarenasSetsTheCount) {
+  expect_arenas_with("deterministic:true", 1);
+  expect_arenas_with("narenas:3", 3);
+  expect_arenas_with("narenas:3,deterministic:true", 1);
+  expect_arenas_with("narenas:1000", 256);  // at most 256
 }
 
 }  // namespace

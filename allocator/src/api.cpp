@@ -101,6 +101,11 @@ int pm_ctl(const char* name, long* old_value, const long* new_value) {
     if (new_value != nullptr) o.checks = *new_value != 0;
     return 0;
   }
+  if (key == "narenas") {  // fixed at initialization
+    if (new_value != nullptr) return EPERM;
+    if (old_value != nullptr) *old_value = long(heap().automatic_arena_count());
+    return 0;
+  }
   return EINVAL;
 }
 

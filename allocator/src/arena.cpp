@@ -20,7 +20,7 @@ unsigned Arena::alloc_batch(unsigned size_class, void** out, unsigned n) {
   Bin& bin = bins_[size_class];
   unsigned taken = n < bin.stashed ? n : bin.stashed;
   bin.stashed -= taken;
-  std::memcpy(out, stashes_[size_class].slots + bin.stashed, taken * sizeof(void*));
+  std::memcpy(out, stash_of(size_class) + bin.stashed, taken * sizeof(void*));
   while (taken < n) {
     Slab* slab = bin.current;
     if (slab == nullptr || slab->free_count == 0) {
@@ -45,7 +45,7 @@ void Arena::free_batch(void* const* regions, unsigned n, const char* call) {
   const unsigned size_class = page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
   Bin& bin = bins_[size_class];
   if (bin.stashed + n <= stash_capacity(size_class)) {  // one class per batch: a cache's bin
-    std::memcpy(stashes_[size_class].slots + bin.stashed, regions, n * sizeof(void*));
+    std::memcpy(stash_of(size_class) + bin.stashed, regions, n * sizeof(void*));
     bin.stashed += n;
     allocated_ -= std::size_t(n) * kSizeClasses[size_class].size;
     blocks_ -= n;
@@ -63,7 +63,7 @@ bool Arena::region_is_free(Slab* slab, const void* p) {
   LockGuard guard(lock_);
   const Bin& bin = bins_[slab->size_class];
   for (unsigned i = 0; i < bin.stashed; ++i)
-    if (stashes_[slab->size_class].slots[i] == p) return true;
+    if (stash_of(slab->size_class)[i] == p) return true;
   return slab->is_free(region_index(sc, std::size_t(static_cast<const std::byte*>(p) - slab->base)));
 }
 
@@ -74,7 +74,7 @@ void Arena::unstash_all() {
     const unsigned n = bin.stashed;
     bin.stashed = 0;
     for (unsigned i = 0; i < n; ++i) {
-      void* p = stashes_[size_class].slots[i];
+      void* p = stash_of(size_class)[i];
       PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
       allocated_ += kSizeClasses[e.size_class()].size;  // give_back subtracts it again
       ++blocks_;
@@ -282,6 +282,14 @@ void Arena::free_every_block(std::byte* chunk) {
 void Arena::purge_all() {
   LockGuard guard(lock_);
   unstash_all();
+  // An empty current slab too: with nothing live, nothing stays.
+  for (Bin& bin : bins_) {
+    if (bin.current != nullptr && bin.current->empty()) {
+      Slab* slab = bin.current;
+      bin.current = nullptr;
+      release_slab(slab);
+    }
+  }
   runs_.advance_clock(now_ms());
   purged_pages_ += runs_.purge(0).value();
 }

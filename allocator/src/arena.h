@@ -15,6 +15,7 @@
 // block at once, by walking the page maps of its chunks: the pages stay, for the next blocks.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -28,6 +29,20 @@
 #include "spin_lock.h"
 
 namespace pagemalloc {
+
+// Regions a bin's stash holds at most: 64 KiB worth, and no more than 1024.
+constexpr unsigned stash_capacity(unsigned size_class) {
+  const unsigned by_bytes = unsigned(64 * 1024 / kSizeClasses[size_class].size);
+  return by_bytes < 1024 ? by_bytes : 1024;
+}
+// The stashes of all classes, packed one after another: class c's starts at
+// kStashOffsets[c] and holds stash_capacity(c) slots (some 10,000 slots in all).
+inline constexpr auto kStashOffsets = [] {
+  std::array<unsigned, kNumClasses + 1> offsets{};
+  for (unsigned c = 0; c < kNumClasses; ++c) offsets[c + 1] = offsets[c] + stash_capacity(c);
+  return offsets;
+}();
+inline constexpr unsigned kStashTotalSlots = kStashOffsets[kNumClasses];
 
 struct ArenaStats {
   std::size_t allocated = 0;      // usable bytes of small and large blocks outside the arena
@@ -46,7 +61,8 @@ class Arena {
   using Runs = SelectedRuns<ChunkPal>;
   static_assert(RunManager<Runs>);
 
-  constexpr explicit Arena(unsigned index) : index_(index), pal_(this), runs_(pal_), stashes_{} {}
+  constexpr explicit Arena(unsigned index)
+      : index_(index), pal_(this), runs_(pal_), stash_slots_{} {}
   // For an arena placed in memory of its own: the stashes (most of the arena's size) are left
   // unwritten, so that an arena whose stashes are never used (an explicit one) never makes
   // their pages resident. A stash slot is only read after it was written.
@@ -92,21 +108,13 @@ class Arena {
   const RunCounterValues& run_counters() const { return runs_.counters(); }
 
  private:
-  // Regions a bin's stash holds at most: 64 KiB worth, and no more than kStashSlots.
-  static constexpr unsigned kStashSlots = 1024;
-  static constexpr unsigned stash_capacity(unsigned size_class) {
-    const unsigned by_bytes = unsigned(64 * 1024 / kSizeClasses[size_class].size);
-    return by_bytes < kStashSlots ? by_bytes : kStashSlots;
-  }
-
   struct Bin {
     Slab* current = nullptr;  // allocated from first; never on `partial`
     IntrusiveList<Slab, &Slab::prev, &Slab::next> partial;  // other slabs with free regions
     unsigned stashed = 0;                                    // regions in the stash
   };
-  struct Stash {
-    void* slots[kStashSlots];  // slots 0 .. Bin::stashed-1 hold free regions
-  };
+  // Slots 0 .. bins_[c].stashed-1 of class c's stash hold free regions.
+  void** stash_of(unsigned size_class) { return stash_slots_ + kStashOffsets[size_class]; }
 
   Slab* next_slab(Bin& bin, unsigned size_class);
   void give_back(Slab* slab, void* p, const char* call);
@@ -128,7 +136,7 @@ class Arena {
   std::size_t active_pages_ = 0;
   std::size_t purged_pages_ = 0;
   std::uint64_t last_purge_ms_ = 0;
-  Stash stashes_[kNumClasses];  // last: apart from everything a slow path touches
+  void* stash_slots_[kStashTotalSlots];  // last: apart from everything a slow path touches
 };
 
 }  // namespace pagemalloc

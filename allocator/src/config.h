@@ -5,8 +5,9 @@
 //                  (default 10000; 0 returns them at once; -1 never)
 //   checks         full misuse detection (default off, or on with -DPAGEMALLOC_CHECKS=ON)
 //   stats_print    print the statistics to stderr at exit
-//   deterministic  the same call sequence gives the same layout on every run
-//   narenas        number of arenas
+//   deterministic  the same call sequence gives the same layout on every run (one arena)
+//   narenas        number of automatic arenas (default 0: four per CPU, at most 64;
+//                  automatic_arenas.h)
 //
 // An unknown key or a bad value gets one warning on stderr and is ignored.
 #pragma once
@@ -27,7 +28,7 @@ struct Options {
   std::atomic<bool> checks{kChecksByDefault};
   std::atomic<bool> stats_print{false};
   std::atomic<bool> deterministic{false};
-  std::atomic<long> narenas{1};
+  std::atomic<long> narenas{0};  // 0: the default
 };
 
 inline constinit Options g_options;

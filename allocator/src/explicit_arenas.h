@@ -10,10 +10,10 @@
 //   reset     frees every block; the pages stay for the next blocks (no new mmap)
 //   destroy   reset, then every page back to the OS; the index becomes free
 //
-// An arena's record (a few hundred KiB of address space, of which some 16 KiB are ever
-// touched: the stashes stay unwritten) is mapped on first use of its index and kept after
-// destroy, for the next arena of that index: a stale pointer into a destroyed arena never
-// reaches unmapped metadata.
+// An arena's record (some 90 KiB of address space, of which some 16 KiB are ever touched:
+// the stashes stay unwritten) is mapped on first use of its index and kept after destroy,
+// for the next arena of that index: a stale pointer into a destroyed arena never reaches
+// unmapped metadata.
 #pragma once
 
 #include <atomic>

@@ -44,32 +44,37 @@ void Heap::initialize() {
   }
   t_initializing = true;
   load_conf_from_environment();
+  const long wanted = options().deterministic.load() ? 1 : options().narenas.load();
+  automatic_.configure(wanted > 0 ? unsigned(wanted) : AutomaticArenas::default_count());
   install_fork_handlers();
   t_initializing = false;
   init_state_.store(kInitialized, std::memory_order_release);
 }
 
-bool Heap::find_source(unsigned index, Source& out) {
-  if (index < automatic_arenas()) {
-    out = Source{&arena_, &huge_, false};
-    return true;
+// 0, EINVAL (no arena has the index) or ENOMEM (no memory for an automatic arena's record).
+int Heap::find_source(unsigned index, Source& out) {
+  if (index < automatic_.count()) {
+    Arena* a = automatic_.at(index);
+    if (a == nullptr) return ENOMEM;
+    out = Source{a, &huge_, false};
+    return 0;
   }
   ExplicitArena* a = explicit_.find(index);
-  if (a == nullptr) return false;
+  if (a == nullptr) return EINVAL;
   out = Source{&a->blocks, &a->huge, false};
-  return true;
+  return 0;
 }
 
 void* Heap::allocate_slow(std::size_t size, std::size_t align, bool zero) {
   ensure_initialized();
-  return allocate_from(Source{&arena_, &huge_, true}, size, align, zero);
+  return allocate_from(Source{&automatic_.for_thread(), &huge_, true}, size, align, zero);
 }
 
 void* Heap::allocate_in(unsigned arena, std::size_t size, std::size_t align, bool zero) {
   ensure_initialized();
   Source source{};
-  if (!find_source(arena, source)) {
-    errno = EINVAL;
+  if (const int error = find_source(arena, source)) {
+    errno = error;
     return nullptr;
   }
   return allocate_from(source, size, align, zero);
@@ -99,8 +104,9 @@ void* Heap::allocate_from(const Source& source, std::size_t size, std::size_t al
 }
 
 void* Heap::allocate_small(unsigned size_class) {
-  if (ThreadCache* cache = ThreadCache::get(arena_)) [[likely]] return cache->pop(size_class);
-  return arena_.alloc_small(size_class);
+  Arena& mine = automatic_.for_thread();
+  if (ThreadCache* cache = ThreadCache::get(mine)) [[likely]] return cache->pop(size_class);
+  return mine.alloc_small(size_class);
 }
 
 void Heap::deallocate_small(Arena& owner, Slab* slab, void* p, const char* call) {
@@ -109,9 +115,10 @@ void Heap::deallocate_small(Arena& owner, Slab* slab, void* p, const char* call)
   const std::size_t offset = std::size_t(static_cast<std::byte*>(p) - slab->base);
   if (std::size_t(region_index(sc, offset)) * sc.size != offset) [[unlikely]]
     report_misuse(call, p, "not the start of a block");
-  ThreadCache* cache = ThreadCache::get(arena_);
-  if (cache == nullptr || cache->arena() != &owner || options().checks.load(std::memory_order_relaxed))
-      [[unlikely]]
+  // An explicit arena's regions never enter a cache: its reset must find them all.
+  ThreadCache* cache = ThreadCache::get(automatic_.for_thread());
+  if (cache == nullptr || owner.index() >= automatic_.count() ||
+      options().checks.load(std::memory_order_relaxed)) [[unlikely]]
     return owner.free_small(slab, p, call);
   auto* first_word = static_cast<std::uintptr_t*>(p);
   if (*first_word == ThreadCache::freed_key()) [[unlikely]] {
@@ -119,7 +126,8 @@ void Heap::deallocate_small(Arena& owner, Slab* slab, void* p, const char* call)
       report_misuse(call, p, "double free");
   }
   *first_word = ThreadCache::freed_key();
-  cache->push(size_class, p);
+  if (cache->arena() == &owner) cache->push(size_class, p);
+  else cache->push_foreign(size_class, p);
 }
 
 Heap::Block Heap::locate(const void* p, const char* call) {
@@ -224,7 +232,8 @@ void* Heap::reallocate(void* p, std::size_t size, std::size_t align, bool zero, 
           return p;
         }
         Source named{};
-        const bool stays = arena == kNoArena || (find_source(arena, named) && named.huge == old.huge);
+        const bool stays =
+            arena == kNoArena || (find_source(arena, named) == 0 && named.huge == old.huge);
         if (align <= kChunkSize && stays) {
           if (void* q = old.huge->remap(p, size)) {
             bytes = static_cast<std::byte*>(q);
@@ -247,7 +256,7 @@ void* Heap::move(void* p, const Block& old, std::size_t size, std::size_t align,
                  unsigned arena, const char* call) {
   if (arena == kNoArena) {
     const unsigned home = old.kind == BlockKind::Huge ? old.huge->arena() : old.arena->index();
-    if (home != kNoArena && home >= automatic_arenas()) arena = home;
+    if (home != kNoArena && home >= automatic_.count()) arena = home;
   }
   void* q = arena == kNoArena ? allocate(size, align, zero) : allocate_in(arena, size, align, zero);
   if (q == nullptr) return nullptr;
@@ -289,12 +298,12 @@ std::size_t Heap::resize_in_place(void* p, std::size_t size, std::size_t extra, 
 
 unsigned Heap::create_arena() {
   ensure_initialized();
-  return explicit_.create(automatic_arenas());
+  return explicit_.create(automatic_.count());
 }
 
 void Heap::purge() {
   if (ThreadCache* cache = ThreadCache::current()) cache->flush_all();
-  arena_.purge_all();
+  automatic_.for_each([](Arena& a) { a.purge_all(); });
   huge_.purge_all();
   explicit_.for_each([](ExplicitArena& a) {
     a.blocks.purge_all();
@@ -303,27 +312,35 @@ void Heap::purge() {
 }
 
 void Heap::stats(pm_stats& out) {
-  ArenaStats a = arena_.stats();
-  HugeStats h = huge_.stats();
+  ArenaStats a{};
+  HugeStats h{};
+  auto add_arena = [&](Arena& arena) {
+    const ArenaStats s = arena.stats();
+    a.allocated += s.allocated;
+    a.active_pages += s.active_pages;
+    a.chunks += s.chunks;
+    a.dirty_pages += s.dirty_pages;
+    a.free_pages += s.free_pages;
+    a.purged_pages += s.purged_pages;
+    a.metadata += s.metadata;
+  };
+  auto add_huge = [&](HugeManager& huge) {
+    const HugeStats s = huge.stats();
+    h.allocated += s.allocated;
+    h.mapped += s.mapped;
+    h.cached += s.cached;
+    h.purged += s.purged;
+    h.moved += s.moved;
+    h.metadata += s.metadata;
+  };
+  automatic_.for_each(add_arena);
+  add_huge(huge_);
   const std::size_t cached = ThreadCache::bytes_cached_by_all();
   a.allocated = a.allocated > cached ? a.allocated - cached : 0;
-  std::size_t records = 0;
+  std::size_t records = automatic_.record_bytes();
   explicit_.for_each([&](ExplicitArena& e) {
-    const ArenaStats ea = e.blocks.stats();
-    const HugeStats eh = e.huge.stats();
-    a.allocated += ea.allocated;
-    a.active_pages += ea.active_pages;
-    a.chunks += ea.chunks;
-    a.dirty_pages += ea.dirty_pages;
-    a.free_pages += ea.free_pages;
-    a.purged_pages += ea.purged_pages;
-    a.metadata += ea.metadata;
-    h.allocated += eh.allocated;
-    h.mapped += eh.mapped;
-    h.cached += eh.cached;
-    h.purged += eh.purged;
-    h.moved += eh.moved;
-    h.metadata += eh.metadata;
+    add_arena(e.blocks);
+    add_huge(e.huge);
     records += ExplicitArenas::record_bytes();
   });
   out.allocated = a.allocated + h.allocated;

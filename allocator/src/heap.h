@@ -1,5 +1,5 @@
-// The heap: the whole allocator behind the pm_ API — the automatic arena (slabs and large
-// runs) with its huge-block manager, the explicit arenas — and the operations every entry
+// The heap: the whole allocator behind the pm_ API — the automatic arenas (slabs and large
+// runs) with their huge-block manager, the explicit arenas — and the operations every entry
 // point is made of.
 //
 // Every pointer is classified through the page map: chunk-aligned pointers are huge blocks
@@ -7,8 +7,9 @@
 // an arena chunk, whose address-map entry names its arena, and its page's entry says small
 // (slab) or large (run). A pointer in no chunk of ours is reported, not followed.
 //
-// A block is freed to the arena that holds it, whichever thread frees it. Only blocks of the
-// thread cache's own arena enter the cache.
+// A block is freed to the arena that holds it, whichever thread frees it: a small block of an
+// automatic arena through the freeing thread's cache (thread_cache.h), any other under its
+// arena's lock. No lock is global.
 #pragma once
 
 #include <atomic>
@@ -16,6 +17,7 @@
 
 #include "address_map.h"
 #include "arena.h"
+#include "automatic_arenas.h"
 #include "config.h"
 #include "explicit_arenas.h"
 #include "flags.h"
@@ -52,6 +54,12 @@ class Heap {
   void purge();
   void stats(pm_stats& out);
 
+  // How many automatic arenas threads are spread over (automatic_arenas.h).
+  unsigned automatic_arena_count() {
+    ensure_initialized();
+    return automatic_.count();
+  }
+
   // Explicit arenas (explicit_arenas.h), with the results of the pm_arena_* calls.
   unsigned create_arena();
   int reset_arena(unsigned index) { return explicit_.reset(index); }
@@ -74,8 +82,6 @@ class Heap {
   static constexpr int kUninitialized = 0, kInitializing = 1, kInitialized = 2;
   void initialize();
 
-  // The automatic arenas have indices 0 .. automatic_arenas()-1; explicit ones follow.
-  static constexpr unsigned automatic_arenas() { return 1; }
 
   struct Block {
     BlockKind kind;
@@ -90,7 +96,7 @@ class Heap {
     HugeManager* huge;
     bool through_cache;  // small blocks come through the thread cache
   };
-  bool find_source(unsigned index, Source& out);
+  int find_source(unsigned index, Source& out);
   Block locate(const void* p, const char* call);
   void* allocate_slow(std::size_t size, std::size_t align, bool zero);
   void* allocate_from(const Source& source, std::size_t size, std::size_t align, bool zero);
@@ -101,9 +107,9 @@ class Heap {
   void deallocate_small(Arena& owner, Slab* slab, void* p, const char* call);
 
   std::atomic<int> init_state_{kUninitialized};
-  Arena arena_{0};
-  HugeManager huge_{kNoArena};
-  ExplicitArenas explicit_;
+  AutomaticArenas automatic_;   // indices 0 .. automatic_.count()-1
+  HugeManager huge_{kNoArena};  // the automatic arenas' huge blocks
+  ExplicitArenas explicit_;     // indices automatic_.count() ..
   std::atomic<std::size_t> copied_{0};
   std::atomic<std::size_t> grown_in_place_{0};
   std::atomic<std::size_t> moved_by_copy_{0};

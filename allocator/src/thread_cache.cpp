@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "address_map.h"
 #include "arena.h"
 #include "meta_pool.h"
 #include "pagemap/intrusive_list.h"
@@ -116,10 +117,29 @@ std::uint32_t ThreadCache::flush(unsigned size_class, unsigned n) {
   Bin& bin = bins_[size_class];
   const std::uint32_t count = bin.count.load(std::memory_order_relaxed);
   // The oldest entries (bottom of the stack) go back; the warm ones stay.
-  arena_->free_batch(bin.slots, n, "free");
+  if (bin.mixed) [[unlikely]] return_to_owners(bin.slots, n);
+  else arena_->free_batch(bin.slots, n, "free");
   for (std::uint32_t i = n; i < count; ++i) bin.slots[i - n] = bin.slots[i];
   bin.count.store(count - n, std::memory_order_relaxed);
+  if (count == n) bin.mixed = false;
   return count - n;
+}
+
+// Each run of regions of one arena goes back in one batch.
+void ThreadCache::return_to_owners(void* const* regions, unsigned n) {
+  auto owner_of = [](const void* p) {
+    return AddressMap::owner_of<Arena>(address_map().get(chunk_base_of(p)));
+  };
+  unsigned start = 0;
+  Arena* owner = n != 0 ? owner_of(regions[0]) : nullptr;
+  for (unsigned i = 1; i <= n; ++i) {
+    Arena* next = i < n ? owner_of(regions[i]) : nullptr;
+    if (next != owner) {
+      owner->free_batch(regions + start, i - start, "free");
+      start = i;
+      owner = next;
+    }
+  }
 }
 
 void ThreadCache::flush_all() {

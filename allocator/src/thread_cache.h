@@ -9,6 +9,12 @@
 //
 // A freed region's first word is set to a key: a free that finds the key there checks the
 // cache and the slab's bitmap, and reports a double free instead of caching the region twice.
+//
+// A cache belongs to one automatic arena. The fast path caches only that arena's regions; a
+// region of another automatic arena (freed by a thread other than the one that allocated
+// it) goes in through push_foreign, from the slow path, without a lock, and marks its bin
+// mixed: a mixed bin's flush returns each region to the arena that holds it, found through
+// the address map (as jemalloc's tcache flush sorts by arena).
 #pragma once
 
 #include <atomic>
@@ -58,6 +64,12 @@ class ThreadCache {
     bin.count.store(count + 1, std::memory_order_relaxed);
   }
 
+  // Requires: as push; p belongs to another automatic arena than this cache's.
+  void push_foreign(unsigned size_class, void* p) {
+    bins_[size_class].mixed = true;
+    push(size_class, p);
+  }
+
   [[nodiscard]] bool holds(unsigned size_class, const void* p) const;
 
   // Returns every cached region to the arena (thread exit, or pm_purge on this thread).
@@ -78,14 +90,16 @@ class ThreadCache {
  private:
   struct Bin {
     std::atomic<std::uint32_t> count{0};  // written by the owner only; read by statistics
+    bool mixed = false;                   // may hold regions of other arenas
     void* slots[kSlots];
   };
 
   static ThreadCache* create(Arena& arena);
   static void on_thread_exit(void* cache);
   void* refill(unsigned size_class);
-  // Returns the n oldest regions to the arena; returns the new count.
+  // Returns the n oldest regions to their arenas; returns the new count.
   std::uint32_t flush(unsigned size_class, unsigned n);
+  static void return_to_owners(void* const* regions, unsigned n);
 
   static constexpr std::uintptr_t kFreedKey = 0x7061'6765'6672'6565;  // "pagefree"
   static inline constinit thread_local ThreadCache* current_ = nullptr;

@@ -23,7 +23,8 @@ extern "C" {
 
 /* Flags of the *allocx calls (the values of jemalloc's MALLOCX_*). These are macros because
  * C callers need them in constant expressions. PM_ARENA(i): allocate from arena i (an
- * explicit arena from pm_arena_create, or automatic arena 0), bypassing the thread cache. */
+ * explicit arena from pm_arena_create, or an automatic arena: 0 .. narenas-1, see pm_ctl),
+ * bypassing the thread cache. */
 #define PM_LG_ALIGN(lg) ((int)(lg))
 #define PM_ALIGN(a) ((int)(__builtin_ffsll((long long)(a)) - 1))
 #define PM_ZERO ((int)0x40)
@@ -57,8 +58,8 @@ size_t pm_nallocx(size_t size, int flags);
  * named in the flags or, without one, stays in its explicit arena.
  *
  *   pm_arena_create   returns the new arena's index, or 0 with errno = EAGAIN (all 4095
- *                     indices taken) or ENOMEM: index 0 is automatic arena 0, never an
- *                     explicit one, so 0 is unambiguous
+ *                     indices taken) or ENOMEM. Indices 0 .. narenas-1 are the automatic
+ *                     arenas (pm_ctl "narenas"), never explicit ones, so 0 is unambiguous
  *   pm_arena_reset    frees every block of the arena at once (small, large and huge); its
  *                     pages stay mapped for its next blocks. Returns 0, or EINVAL when i
  *                     names no explicit arena. Using or freeing a block of the arena after a
@@ -103,7 +104,8 @@ void pm_stats_print(int fd, int json);
 void pm_purge(void);
 
 /* Control: read (old != NULL) and/or set (new_value != NULL) an option by name.
- * Names: "decay_ms" (long), "checks" (int). Returns 0, or EINVAL for an unknown name. */
+ * Names: "decay_ms" (long), "checks" (int), "narenas" (read only: how many automatic arenas
+ * the threads are spread over; EPERM when set). Returns 0, or EINVAL for an unknown name. */
 int pm_ctl(const char* name, long* old_value, const long* new_value);
 
 #ifdef __cplusplus

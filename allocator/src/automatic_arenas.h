@@ -1,0 +1,83 @@
+// The automatic arenas: the ones a thread allocates from without naming one.
+//
+// Each thread is given one, round-robin, the first time it needs one, and keeps it: its
+// cache refills from it and flushes to it, and its large blocks come from it. Spreading the
+// threads over several arenas spreads the lock traffic of those slow paths (jemalloc's
+// narenas). The count is fixed at the heap's initialization:
+//
+//   narenas:N          N arenas (at most kMaxArenas)
+//   default            four per CPU the process may run on, at most 64 (jemalloc: four per CPU)
+//   deterministic      one: the same calls give the same layout on every run
+//
+// Arena 0 is part of the heap's static storage; the others are mapped on first use (their
+// stashes, most of their size, stay unwritten until a cache flushes to them).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+
+#include "arena.h"
+#include "spin_lock.h"
+
+namespace pagemalloc {
+
+class AutomaticArenas {
+ public:
+  static constexpr unsigned kMaxArenas = 256;
+  static constexpr unsigned kMaxDefaultArenas = 64;
+
+  constexpr AutomaticArenas() = default;
+
+  // Four per CPU of the process's affinity mask, at most kMaxDefaultArenas.
+  static unsigned default_count();
+  // Sets the number of arenas (clamped to 1 .. kMaxArenas). Requires: called once, before
+  // any thread was given an arena.
+  void configure(unsigned count) {
+    count_.store(count < 1 ? 1 : count > kMaxArenas ? kMaxArenas : count,
+                 std::memory_order_relaxed);
+  }
+  [[nodiscard]] unsigned count() const { return count_.load(std::memory_order_relaxed); }
+
+  // The calling thread's arena.
+  Arena& for_thread() {
+    if (t_arena_ == nullptr) [[unlikely]] t_arena_ = &assign();
+    return *t_arena_;
+  }
+  // The arena of this index; nullptr when the index is out of range or the OS refuses memory
+  // for the arena.
+  Arena* at(unsigned index) {
+    if (index == 0) return &first_;
+    if (index >= count()) return nullptr;
+    if (Arena* a = others_[index].load(std::memory_order_acquire)) return a;
+    return map(index);
+  }
+
+  // Calls visit(Arena&) for every arena mapped so far.
+  template <class Visit>
+  void for_each(Visit&& visit) {
+    visit(first_);
+    const unsigned n = count();
+    for (unsigned i = 1; i < n; ++i)
+      if (Arena* a = others_[i].load(std::memory_order_acquire)) visit(*a);
+  }
+  // Bytes of the arenas' records mapped so far (metadata, for the statistics).
+  std::size_t record_bytes() const;
+
+  // fork(): the mapping lock, then every arena's lock, in index order (fork.cpp).
+  void lock_for_fork();
+  void unlock_after_fork();
+
+ private:
+  Arena& assign();
+  Arena* map(unsigned index);
+
+  static inline constinit thread_local Arena* t_arena_ = nullptr;
+
+  Arena first_{0};
+  std::atomic<unsigned> count_{1};
+  std::atomic<unsigned> next_{0};           // the next thread's arena, modulo count_
+  SpinLock lock_;                           // mapping of arenas 1 .. count_-1
+  std::atomic<Arena*> others_[kMaxArenas] = {};  // [0] unused: arena 0 is first_
+};
+
+}  // namespace pagemalloc
