@@ -66,8 +66,9 @@ class Heap {
   int destroy_arena(unsigned index) { return explicit_.destroy(index); }
   int arena_stats(unsigned index, pm_arena_stats& out) { return explicit_.stats(index, out); }
 
-  // Reads PAGEMALLOC_CONF and installs the fork handlers, once. Every slow path calls it
-  // first; the fast paths need a thread cache, which only a slow path creates.
+  // Reads PAGEMALLOC_CONF, fixes the number of automatic arenas and installs the fork
+  // handlers, once. Every slow path calls it first; the fast paths need a thread cache,
+  // which only a slow path creates.
   void ensure_initialized() {
     if (init_state_.load(std::memory_order_acquire) != kInitialized) [[unlikely]] initialize();
   }
@@ -81,7 +82,6 @@ class Heap {
  private:
   static constexpr int kUninitialized = 0, kInitializing = 1, kInitialized = 2;
   void initialize();
-
 
   struct Block {
     BlockKind kind;
