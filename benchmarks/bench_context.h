@@ -17,9 +17,12 @@
 #include <fmt/format.h>
 #include <pagemalloc/pagemalloc.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace pagemalloc::bench {
 
@@ -45,6 +48,24 @@ inline void add_context() {
   const char* conf = std::getenv("PAGEMALLOC_CONF");
   benchmark::AddCustomContext("pagemalloc.conf", conf != nullptr ? conf : "");
   benchmark::AddCustomContext("thp", transparent_huge_pages());
+}
+
+// Google Benchmark's command line with `repetitions` repetitions, interleaved at random, unless
+// the command line says otherwise (these machines have phases where everything runs about 2x
+// slower). The result ends with a null pointer, as argv does; its strings live until exit.
+inline std::vector<char*> with_default_repetitions(int argc, char** argv, int repetitions) {
+  static std::string repetitions_flag;
+  static std::string interleaving_flag = "--benchmark_enable_random_interleaving=true";
+  repetitions_flag = fmt::format("--benchmark_repetitions={}", repetitions);
+  std::vector<char*> args(argv, argv + argc);
+  const auto given = [&](std::string_view flag) {
+    return std::any_of(args.begin(), args.end(),
+                       [&](const char* arg) { return std::string_view(arg).starts_with(flag); });
+  };
+  if (!given("--benchmark_repetitions")) args.push_back(repetitions_flag.data());
+  if (!given("--benchmark_enable_random_interleaving")) args.push_back(interleaving_flag.data());
+  args.push_back(nullptr);
+  return args;
 }
 
 // The main of every benchmark binary here: the library's own flags, then the context, then

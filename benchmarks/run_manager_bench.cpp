@@ -284,26 +284,11 @@ BENCHMARK_TEMPLATE(BM_RunManager, pagemalloc::PagemapRuns<LinuxPal>)->Apply(heap
 BENCHMARK_TEMPLATE(BM_RunManager, pagemalloc::HybridRuns<LinuxPal>)->Apply(heap_sizes);
 BENCHMARK_TEMPLATE(BM_RunManager, pagemalloc::RbtreeRuns<LinuxPal>)->Apply(heap_sizes);
 
-// Google Benchmark's own flags, with defaults for repetitions and interleaving unless given.
-std::vector<char*> with_default_flags(int argc, char** argv) {
-  static std::string repetitions = "--benchmark_repetitions=3";
-  static std::string interleaving = "--benchmark_enable_random_interleaving=true";
-  std::vector<char*> args(argv, argv + argc);
-  const auto given = [&](std::string_view flag) {
-    return std::any_of(args.begin(), args.end(),
-                       [&](const char* arg) { return std::string_view(arg).starts_with(flag); });
-  };
-  if (!given("--benchmark_repetitions")) args.push_back(repetitions.data());
-  if (!given("--benchmark_enable_random_interleaving")) args.push_back(interleaving.data());
-  args.push_back(nullptr);
-  return args;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   benchmark::AddCustomContext("run_managers.counters",
                               pagemalloc::kCountersEnabled ? "on" : "off");
-  std::vector<char*> args = with_default_flags(argc, argv);
+  std::vector<char*> args = pagemalloc::bench::with_default_repetitions(argc, argv, 3);
   return pagemalloc::bench::run_main(static_cast<int>(args.size() - 1), args.data());
 }
