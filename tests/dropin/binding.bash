@@ -1,6 +1,7 @@
 # Sourced by the drop-in tests (not a test itself: ctest runs tests/dropin/*.sh only).
 #
 #   expect_malloc_bound_to LIB LD_DEBUG_FILES...
+#   expect_same_output_with_preload LIB WORK_DIR
 #
 # The loader only warns when a preload fails, so each test runs its program once more with
 # LD_DEBUG=bindings and checks that malloc bound to LIB, and never to libc, in every process.
@@ -18,4 +19,20 @@ expect_malloc_bound_to() {
     grep ' to [^ ]*/libc\.so' <<<"$malloc_lines" | head -n 5 >&2
     exit 1
   fi
+}
+
+# Calls the test's own `run OUT [ENV=VALUE...]` (its program, stdout to OUT) three times:
+# without the preload and with it, whose outputs must be the same bytes, and with
+# LD_DEBUG=bindings, where malloc must bind to LIB in every process.
+expect_same_output_with_preload() {
+  local lib=$1 work=$2
+  run "$work/plain.out"
+  run "$work/preload.out" LD_PRELOAD="$lib"
+  if ! cmp -s "$work/plain.out" "$work/preload.out"; then
+    echo "FAIL: output differs under LD_PRELOAD=$lib" >&2
+    diff "$work/plain.out" "$work/preload.out" | head -n 20 >&2
+    exit 1
+  fi
+  run "$work/bindings.out" LD_PRELOAD="$lib" LD_DEBUG=bindings LD_DEBUG_OUTPUT="$work/ld"
+  expect_malloc_bound_to "$lib" "$work"/ld.*
 }

@@ -75,17 +75,6 @@ run() {
   env "$@" "$python" "$work/fork.py" >"$out" ||
     { echo "FAIL: python exited with status $? (env: ${*:-none})" >&2; exit 1; }
 }
-run "$work/plain.out"
-run "$work/preload.out" LD_PRELOAD="$lib"
-if ! cmp -s "$work/plain.out" "$work/preload.out"; then
-  echo "FAIL: output differs under LD_PRELOAD=$lib" >&2
-  diff "$work/plain.out" "$work/preload.out" | head -n 20 >&2
-  exit 1
-fi
-
-# The loader only warns when a preload fails: check that malloc really binds to the library
-# (and never to libc) in every process.
-run "$work/bindings.out" LD_PRELOAD="$lib" LD_DEBUG=bindings LD_DEBUG_OUTPUT="$work/ld"
-expect_malloc_bound_to "$lib" "$work"/ld.*
+expect_same_output_with_preload "$lib" "$work"
 name=$(basename -- "$lib")
 echo "ok: $(cat "$work/preload.out") under LD_PRELOAD, malloc bound to $name"
