@@ -36,7 +36,7 @@
 //
 //   Time, CPU            nanoseconds per op (wall, CPU)
 //   items_per_second     ops per second of CPU time
-//   nodes_visited, rotations, map_reads, map_writes, splits, coalesces, chunks_added
+//   nodes_visited, rotations, map_reads, map_writes, splits, coalesces, grows_in_place, chunks_added
 //                        the run manager's counters over the timed loop, per op; zero unless
 //                        the run managers count (run_manager_bench_counted, or a build with
 //                        -DPAGEMALLOC_COUNTERS=ON)
@@ -53,6 +53,7 @@
 // (--benchmark_repetitions=3 --benchmark_enable_random_interleaving=true), because these
 // machines have phases where everything runs about 2x slower.
 #include "bench_context.h"
+#include "run_counters_report.h"
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -257,17 +258,7 @@ void BM_RunManager(benchmark::State& state) {
   const double ops = static_cast<double>(state.iterations());
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
   state.SetLabel(Runs::kName);
-  const auto per_op = [&](std::uint64_t count) {
-    return benchmark::Counter(ops > 0 ? static_cast<double>(count) / ops : 0.0);
-  };
-  state.counters["nodes_visited"] = per_op(work.nodes_visited);
-  state.counters["rotations"] = per_op(work.rotations);
-  state.counters["map_reads"] = per_op(work.map_reads);
-  state.counters["map_writes"] = per_op(work.map_writes);
-  state.counters["splits"] = per_op(work.splits);
-  state.counters["coalesces"] = per_op(work.coalesces);
-  state.counters["chunks_added"] = per_op(work.chunks_added);
-  state.counters["counters_enabled"] = pagemalloc::kCountersEnabled ? 1 : 0;
+  pagemalloc::bench::report_run_counters_per_op(state, work, ops);
   state.counters["free_runs_before"] = static_cast<double>(free_runs_before);
   state.counters["free_runs_after"] = static_cast<double>(heap.free_runs());
   state.counters["chunks"] = static_cast<double>(heap.runs().chunks());

@@ -64,6 +64,7 @@
 // replay per variant over LinuxPal, made at start, which also checks the run managers'
 // invariants at the end; they do not depend on timing.
 #include "bench_context.h"
+#include "run_counters_report.h"
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -581,7 +582,6 @@ void replay_benchmark(benchmark::State& state, const Program& program,
     }
   }
   const auto ops = static_cast<double>(program.ops.size());
-  const auto per_op = [&](std::uint64_t count) { return static_cast<double>(count) / ops; };
   const double replays = static_cast<double>(state.iterations());
   const auto run_ops = static_cast<double>(program.run_ops());
   const auto allocs = static_cast<double>(program.tally.by_op[std::size_t(TraceOp::Alloc)]);
@@ -591,16 +591,7 @@ void replay_benchmark(benchmark::State& state, const Program& program,
   state.counters["ns_per_op"] = static_cast<double>(replay_ns) / (ops * replays);
   state.counters["run_ops"] = run_ops;
   state.counters["ns_per_run_op"] = static_cast<double>(replay_ns) / (run_ops * replays);
-  const RunCounterValues& c = measured.counters;
-  state.counters["nodes_visited"] = per_op(c.nodes_visited);
-  state.counters["rotations"] = per_op(c.rotations);
-  state.counters["map_reads"] = per_op(c.map_reads);
-  state.counters["map_writes"] = per_op(c.map_writes);
-  state.counters["splits"] = per_op(c.splits);
-  state.counters["coalesces"] = per_op(c.coalesces);
-  state.counters["grows_in_place"] = per_op(c.grows_in_place);
-  state.counters["chunks_added"] = per_op(c.chunks_added);
-  state.counters["counters_enabled"] = pagemalloc::kCountersEnabled ? 1 : 0;
+  pagemalloc::bench::report_run_counters_per_op(state, measured.counters, ops);
   state.counters["peak_chunks"] = static_cast<double>(measured.memory.peak_chunks);
   state.counters["free_pages_at_peak"] = static_cast<double>(measured.memory.free_pages_at_peak);
   state.counters["peak_footprint_pages"] =

@@ -22,6 +22,7 @@
 
 #include "address_map.h"
 #include "arena.h"
+#include "failure_log.h"
 
 #include <algorithm>
 #include <atomic>
@@ -39,6 +40,8 @@
 #include <vector>
 
 namespace {
+
+using pagemalloc::test::FailureLog;
 
 constexpr std::size_t KiB = 1024;
 constexpr std::size_t MiB = 1024 * KiB;
@@ -791,27 +794,6 @@ class Handoff {
  private:
   std::mutex mutex_;
   std::vector<OwnedBlock> blocks_;
-};
-
-// Failures in worker threads are counted here and reported by the main thread.
-class FailureLog {
- public:
-  void record(const std::string& message) {
-    if (count_.fetch_add(1) == 0) {
-      std::lock_guard lock(mutex_);
-      first_ = message;
-    }
-  }
-  int count() const { return count_.load(); }
-  std::string first() {
-    std::lock_guard lock(mutex_);
-    return first_;
-  }
-
- private:
-  std::atomic<int> count_{0};
-  std::mutex mutex_;
-  std::string first_;
 };
 
 std::size_t random_thread_size(std::mt19937_64& rng) {

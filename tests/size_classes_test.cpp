@@ -26,7 +26,9 @@ TEST(SizeClasses, EverySizeRoundTripsToTheSmallestClassThatHoldsIt) {
     const unsigned c = size_class_of(size);
     ASSERT_LT(c, kNumClasses) << "size " << size;
     ASSERT_GE(kSizeClasses[c].size, size) << "size " << size;
-    if (c > 0) ASSERT_LT(kSizeClasses[c - 1].size, size) << "size " << size;
+    if (c > 0) {
+      ASSERT_LT(kSizeClasses[c - 1].size, size) << "size " << size;
+    }
   }
 }
 
@@ -72,7 +74,9 @@ TEST(Placement, AlignedSmallClassesKeepEveryRegionAligned) {
       const Placement where = place(size, align);
       ASSERT_NE(where.kind, BlockKind::Invalid);
       ASSERT_GE(where.usable, size);
-      if (where.kind == BlockKind::Small) ASSERT_EQ(where.usable % align, 0u);
+      if (where.kind == BlockKind::Small) {
+        ASSERT_EQ(where.usable % align, 0u);
+      }
     }
   }
 }

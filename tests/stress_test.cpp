@@ -59,8 +59,11 @@
 #include <vector>
 
 #include "size_classes.h"
+#include "failure_log.h"
 
 namespace {
+
+using pagemalloc::test::FailureLog;
 
 using pagemalloc::kChunkSize;
 using pagemalloc::kNumClasses;
@@ -266,27 +269,6 @@ std::size_t first_nonzero(const void* p, std::size_t size) {
 // --- Shared state ------------------------------------------------------------------------------
 
 using SharedSlots = std::array<std::atomic<void*>, kSlotCount>;
-
-// Failures in worker threads are counted here and reported by the main thread.
-class FailureLog {
- public:
-  void record(std::string message) {
-    if (count_.fetch_add(1) == 0) {
-      std::lock_guard lock(mutex_);
-      first_ = std::move(message);
-    }
-  }
-  int count() const { return count_.load(); }
-  std::string first() {
-    std::lock_guard lock(mutex_);
-    return first_;
-  }
-
- private:
-  std::atomic<int> count_{0};
-  std::mutex mutex_;
-  std::string first_;
-};
 
 struct Tally {
   std::atomic<std::uint64_t> allocations{0};

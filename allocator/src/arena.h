@@ -54,6 +54,18 @@ struct ArenaStats {
   std::size_t free_pages = 0;     // dirty + retained
   std::size_t purged_pages = 0;   // since start
   std::size_t metadata = 0;       // bytes of slab descriptors' pools
+
+  ArenaStats& operator+=(const ArenaStats& o) {
+    allocated += o.allocated;
+    blocks += o.blocks;
+    active_pages += o.active_pages;
+    chunks += o.chunks;
+    dirty_pages += o.dirty_pages;
+    free_pages += o.free_pages;
+    purged_pages += o.purged_pages;
+    metadata += o.metadata;
+    return *this;
+  }
 };
 
 class Arena {

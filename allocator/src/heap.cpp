@@ -314,25 +314,8 @@ void Heap::purge() {
 void Heap::stats(pm_stats& out) {
   ArenaStats a{};
   HugeStats h{};
-  auto add_arena = [&](Arena& arena) {
-    const ArenaStats s = arena.stats();
-    a.allocated += s.allocated;
-    a.active_pages += s.active_pages;
-    a.chunks += s.chunks;
-    a.dirty_pages += s.dirty_pages;
-    a.free_pages += s.free_pages;
-    a.purged_pages += s.purged_pages;
-    a.metadata += s.metadata;
-  };
-  auto add_huge = [&](HugeManager& huge) {
-    const HugeStats s = huge.stats();
-    h.allocated += s.allocated;
-    h.mapped += s.mapped;
-    h.cached += s.cached;
-    h.purged += s.purged;
-    h.moved += s.moved;
-    h.metadata += s.metadata;
-  };
+  auto add_arena = [&](Arena& arena) { a += arena.stats(); };
+  auto add_huge = [&](HugeManager& huge) { h += huge.stats(); };
   automatic_.for_each(add_arena);
   add_huge(huge_);
   const std::size_t cached = ThreadCache::bytes_cached_by_all();

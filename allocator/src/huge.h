@@ -45,6 +45,17 @@ struct HugeStats {
   std::size_t purged = 0;     // bytes unmapped by the decay, since start
   std::size_t moved = 0;      // blocks moved by remapping (no copy)
   std::size_t metadata = 0;
+
+  HugeStats& operator+=(const HugeStats& o) {
+    allocated += o.allocated;
+    blocks += o.blocks;
+    mapped += o.mapped;
+    cached += o.cached;
+    purged += o.purged;
+    moved += o.moved;
+    metadata += o.metadata;
+    return *this;
+  }
 };
 
 class HugeManager {
