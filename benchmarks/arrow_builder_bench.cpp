@@ -8,17 +8,26 @@
 // buffer is allocated once and grown 8 times, and a strategy that copies on every grow copies
 // 2 + 4 + ... + 256 = 510 MiB. Arrow needs 64-byte alignment (for SIMD), which glibc can give
 // only by aligned_alloc + memcpy + free; jemalloc's rallocx(MALLOCX_ALIGN(64)) keeps the
-// alignment and grows in place when the pages after the buffer are free. The post measured
+// alignment and can grow in place when the pages after the buffer are free. The post measured
 // three repetitions: the first alike for both allocators, the second and third about twice as
-// fast with jemalloc, which reused the pages the first build had left behind.
+// fast with jemalloc, which reused the pages the first build had left behind. (Whether today's
+// jemalloc still does, and why not: papers/arrow-inplace.)
 //
 // Strategies, one benchmark each, all appending through the same routine (append_values):
 //
 //   GlibcAlignedAllocMemcpy   aligned_alloc(64) + memcpy of the used bytes + free (glibc)
 //   GlibcRealloc              glibc realloc; not 64-byte aligned, so for reference only
+//   JemallocRallocx           jemalloc's mallocx / rallocx / dallocx with MALLOCX_ALIGN(64)
+//   MimallocReallocAligned    mimalloc's mi_malloc_aligned / mi_realloc_aligned / mi_free, 64
 //   PagemallocRallocx         pm_mallocx / pm_rallocx / pm_dallocx with PM_ALIGN(64)
 //   PrefaultedRegion          the limit: one 512 MiB region mapped and written before the
 //                             timed part, so growing is free and no page faults are left
+//
+// The names "malloc", "aligned_alloc" and "free" mean whichever allocator the process runs on:
+// glibc, or the one LD_PRELOAD puts under it. jemalloc cannot be dlopen'ed (static TLS), so
+// its rows run in a process of their own with libjemalloc preloaded, as mimalloc's with
+// libmimalloc: their functions are looked up at start (preloaded_peers.h), and each of the
+// two benchmarks is registered only in a process where its functions exist.
 //
 // Each benchmark runs one build per repetition (Iterations(1)) and three repetitions, each
 // reported on its own line, so repetitions 2 and 3 show the warm behaviour. The timed part is
@@ -32,11 +41,14 @@
 //   grows              reallocations after the first allocation (8 for every strategy)
 //   moves              grows that returned a different address
 //   bytes_copied       bytes the grows copied: counted at the memcpy for aligned_alloc,
-//                      pm_stats.copied for pagemalloc; none for glibc realloc, which copies
-//                      some blocks, moves mmapped ones with mremap and does not say which
+//                      pm_stats.copied for pagemalloc, the used bytes of every move for
+//                      jemalloc and mimalloc (both memcpy the old block when they move it);
+//                      none for glibc realloc, which copies some blocks, moves mmapped ones
+//                      with mremap and does not say which
 //   grown_in_place     pagemalloc only: pm_stats.grown_in_place
 //   pm_moved           pagemalloc only: pm_stats.moved (should equal moves)
 #include "bench_context.h"
+#include "preloaded_peers.h"
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -119,6 +131,78 @@ class GlibcRealloc {
   void release(std::byte* data) { std::free(data); }
 
   void report(benchmark::State&) const {}
+};
+
+// Counts what a peer's own aligned reallocation copies: it memcpys the old block when it
+// moves it, and the block is full (used bytes) whenever the builder grows it.
+class MoveCopies {
+ public:
+  void count(const std::byte* old, const std::byte* grown, std::size_t used) {
+    if (old != nullptr && grown != nullptr && grown != old) copied_ += used;
+  }
+
+  void report(benchmark::State& state) const {
+    state.counters["bytes_copied"] = benchmark::Counter(
+        static_cast<double>(copied_), benchmark::Counter::kAvgIterations,
+        benchmark::Counter::kIs1024);
+  }
+
+ private:
+  std::size_t copied_ = 0;  // bytes, since construction
+};
+
+// jemalloc's aligned reallocation, as Arrow used it: mallocx / rallocx / dallocx.
+class JemallocRallocx {
+ public:
+  static constexpr bool kAligned = true;
+  static constexpr int kFlags = pagemalloc::bench::JemallocApi::align(kAlignment);
+  static_assert(kFlags == PM_ALIGN(kAlignment), "PM_ALIGN encodes as MALLOCX_ALIGN does");
+
+  static bool available() { return pagemalloc::bench::jemalloc().complete(); }
+
+  bool ready() const { return available(); }
+
+  std::byte* grow(std::byte* old, std::size_t used, std::size_t new_capacity) {
+    const auto& api = pagemalloc::bench::jemalloc();
+    // rallocx requires a live pointer: the first allocation is a mallocx.
+    auto* grown = static_cast<std::byte*>(old == nullptr ? api.mallocx(new_capacity, kFlags)
+                                                         : api.rallocx(old, new_capacity, kFlags));
+    copies_.count(old, grown, used);
+    return grown;
+  }
+
+  void release(std::byte* data) { pagemalloc::bench::jemalloc().dallocx(data, kFlags); }
+
+  void report(benchmark::State& state) const { copies_.report(state); }
+
+ private:
+  MoveCopies copies_;
+};
+
+// mimalloc's aligned reallocation: mi_malloc_aligned / mi_realloc_aligned / mi_free.
+class MimallocReallocAligned {
+ public:
+  static constexpr bool kAligned = true;
+
+  static bool available() { return pagemalloc::bench::mimalloc().complete(); }
+
+  bool ready() const { return available(); }
+
+  std::byte* grow(std::byte* old, std::size_t used, std::size_t new_capacity) {
+    const auto& api = pagemalloc::bench::mimalloc();
+    auto* grown = static_cast<std::byte*>(
+        old == nullptr ? api.malloc_aligned(new_capacity, kAlignment)
+                       : api.realloc_aligned(old, new_capacity, kAlignment));
+    copies_.count(old, grown, used);
+    return grown;
+  }
+
+  void release(std::byte* data) { pagemalloc::bench::mimalloc().free(data); }
+
+  void report(benchmark::State& state) const { copies_.report(state); }
+
+ private:
+  MoveCopies copies_;
 };
 
 // pagemalloc's jemalloc-style aligned reallocation.
@@ -311,6 +395,23 @@ BENCHMARK_TEMPLATE(BM_ArrowBuilder, GlibcRealloc)->Apply(one_build_three_times);
 BENCHMARK_TEMPLATE(BM_ArrowBuilder, PagemallocRallocx)->Apply(one_build_three_times);
 BENCHMARK_TEMPLATE(BM_ArrowBuilder, PrefaultedRegion)->Apply(one_build_three_times);
 
+// The peers' own aligned reallocation, in a process that runs on that peer.
+void register_preloaded_peers() {
+  if (JemallocRallocx::available()) {
+    benchmark::RegisterBenchmark("BM_ArrowBuilder<JemallocRallocx>",
+                                 BM_ArrowBuilder<JemallocRallocx>)
+        ->Apply(one_build_three_times);
+  }
+  if (MimallocReallocAligned::available()) {
+    benchmark::RegisterBenchmark("BM_ArrowBuilder<MimallocReallocAligned>",
+                                 BM_ArrowBuilder<MimallocReallocAligned>)
+        ->Apply(one_build_three_times);
+  }
+}
+
 }  // namespace
 
-int main(int argc, char** argv) { return pagemalloc::bench::run_main(argc, argv); }
+int main(int argc, char** argv) {
+  register_preloaded_peers();
+  return pagemalloc::bench::run_main(argc, argv);
+}

@@ -4,14 +4,21 @@ Source: "Faster, scalable memory allocations in Apache Arrow with jemalloc" (Uwe
 seeds/000). benchmarks/arrow_builder_bench builds a 512 MiB int64 column by 2 MiB appends,
 doubling its capacity; three repetitions, the first cold, the next two warm. Rows:
 
-  <allocator> aligned_alloc+memcpy   the portable way, under every peer (LD_PRELOAD) and glibc
-  glibc realloc                      not aligned: for reference
-  pagemalloc-<variant> pm_rallocx    in each variant's build
-  limit                              appends into one pre-faulted region
+  <peer> aligned_alloc+memcpy    the portable way, under glibc and every peer (LD_PRELOAD)
+  glibc realloc (unaligned)      not 64-byte aligned: for reference
+  jemalloc rallocx               jemalloc's own aligned reallocation, as Arrow used it
+  mimalloc mi_realloc_aligned    mimalloc's own aligned reallocation
+  pagemalloc-<variant> pm_rallocx   in each variant's build
+  limit (pre-faulted)            appends into one pre-faulted region
 
-One process per row and round, interleaved (gbench.py). Reported per repetition: GB/s
-(median over rounds), moves (grows that changed the address) and bytes copied.
+One process per row and round, interleaved (gbench.py); the jemalloc and mimalloc rows run in
+a process with that allocator preloaded, where the benchmark finds its functions. Reported per
+repetition: GB/s (median over rounds), moves (grows that changed the address) and bytes copied;
+the figure shows the GB/s of each repetition, row by row, against the limit.
 """
+
+import dataclasses
+import re
 
 from allocators import PEERS, VARIANTS, benchmark_binary, peer_library
 from common import (PAPERS, RESULTS, fmt_ratio, log, machine_line, markdown_table, median,
@@ -20,59 +27,131 @@ from gbench import Entry, read_json, run_rounds
 
 PAPER = PAPERS / "arrow-inplace"
 BINARY = "arrow_builder_bench"
+LIMIT = "limit (pre-faulted)"
 
 
-def entries():
-    base = benchmark_binary("pagemap", BINARY)
-    out = [Entry(f"{peer} aligned_alloc+memcpy", base, "GlibcAlignedAllocMemcpy", peer_library(peer))
+@dataclasses.dataclass
+class Row:
+    name: str            # as the table shows it
+    variant: str         # the pagemalloc build whose binary runs it
+    filter: str          # the benchmark's strategy
+    peer: str = "glibc"  # the allocator under the process
+
+    def entry(self):
+        label = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name).strip("_")
+        return Entry(label, benchmark_binary(self.variant, BINARY), self.filter,
+                     peer_library(self.peer))
+
+
+def rows():
+    out = [Row(f"{peer} aligned_alloc+memcpy", "pagemap", "GlibcAlignedAllocMemcpy", peer)
            for peer in PEERS]
-    out.append(Entry("glibc realloc (unaligned)", base, "GlibcRealloc"))
-    out += [Entry(f"pagemalloc-{v} pm_rallocx", benchmark_binary(v, BINARY), "PagemallocRallocx")
-            for v in VARIANTS]
-    out.append(Entry("limit (pre-faulted)", base, "PrefaultedRegion"))
-    for entry in out:
-        entry.label = entry.label.replace(" ", "_").replace("(", "").replace(")", "")
+    out.append(Row("glibc realloc (unaligned)", "pagemap", "GlibcRealloc"))
+    out.append(Row("jemalloc rallocx", "pagemap", "JemallocRallocx", "jemalloc"))
+    out.append(Row("mimalloc mi_realloc_aligned", "pagemap", "MimallocReallocAligned", "mimalloc"))
+    out += [Row(f"pagemalloc-{v} pm_rallocx", v, "PagemallocRallocx") for v in VARIANTS]
+    out.append(Row(LIMIT, "pagemap", "PrefaultedRegion"))
     return out
 
 
 def measure(quick, rounds, seed):
-    outputs = run_rounds("arrow", entries(), 1 if quick else min(rounds, 3), seed)
-    rows = {}
-    for label, paths in outputs.items():
-        for path in paths:
-            reps = [b for b in read_json(path)["benchmarks"] if b.get("run_type") != "aggregate"]
+    """Runs every row; returns {"rows": {name: {rep: {"gbps": [...], "moves": [...],
+    "copied": [...]}}}} with one value per round in each list."""
+    table = rows()
+    entries = [row.entry() for row in table]
+    outputs = run_rounds("arrow", entries, 1 if quick else min(rounds, 3), seed)
+    data = {}
+    for row, entry in zip(table, entries):
+        for path in outputs[entry.label]:
+            if not path.exists():
+                log(f"arrow: {row.name}: no result in {path.name} (benchmark not registered?)")
+                continue
+            reps = [b for b in read_json(path)["benchmarks"]
+                    if b.get("run_type") != "aggregate" and not b.get("error_occurred")]
             for index, b in enumerate(reps):
-                cell = rows.setdefault(label, {}).setdefault(index, {"gbps": [], "moves": [], "copied": []})
+                cell = data.setdefault(row.name, {}).setdefault(
+                    str(index), {"gbps": [], "moves": [], "copied": []})
                 cell["gbps"].append(b.get("bytes_per_second", 0) / 1e9)
                 cell["moves"].append(b.get("moves"))
                 cell["copied"].append(b.get("bytes_copied"))
-    data = {"rows": rows}
-    write_json(RESULTS / "arrow.json", data)
-    return data
+    result = {"rows": data}
+    write_json(RESULTS / "arrow.json", result)
+    return result
+
+
+def per_rep(reps, key):
+    """The median over rounds of `key`, one value per repetition, in order."""
+    return [median(reps[k][key]) for k in sorted(reps, key=int)]
+
+
+def warm(values):
+    """The median of the warm repetitions (all but the first)."""
+    return median(values[1:]) if len(values) > 1 else None
+
+
+def slash(values, scale=1.0):
+    return " / ".join("—" if v is None else f"{v / scale:,.0f}" for v in values)
+
+
+def figure(data, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(data["rows"])
+    gbps = {name: per_rep(data["rows"][name], "gbps") for name in names}
+    moves = {name: per_rep(data["rows"][name], "moves") for name in names}
+    reps = max(len(v) for v in gbps.values())
+    width = 0.8 / reps
+    figure, axis = plt.subplots(figsize=(12, 5))
+    for rep in range(reps):
+        heights = [gbps[n][rep] if rep < len(gbps[n]) else 0 for n in names]
+        label = "repetition 1 (cold)" if rep == 0 else f"repetition {rep + 1} (warm)"
+        bars = axis.bar([x + rep * width for x in range(len(names))], heights, width, label=label)
+        for bar, name in zip(bars, names):
+            m = moves[name][rep] if rep < len(moves[name]) else None
+            if m is not None:
+                axis.annotate(f"{m:.0f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                              ha="center", va="bottom", fontsize=7)
+    limit = warm(gbps.get(LIMIT, []))
+    if limit:
+        axis.axhline(limit, color="grey", linestyle="--", linewidth=1,
+                     label=f"limit, warm ({limit:.1f} GB/s)")
+    axis.set_xticks([x + width * (reps - 1) / 2 for x in range(len(names))], names,
+                    rotation=30, ha="right", fontsize=8)
+    axis.set(ylabel="GB/s (higher is better)",
+             title="Arrow builder: 512 MiB appended, capacity doubled "
+                   "(numbers on the bars: moves of 8 grows)")
+    axis.grid(True, axis="y", alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
 
 
 def report(info, data):
     PAPER.mkdir(parents=True, exist_ok=True)
-    rows = data["rows"]
-    limit = rows.get("limit_pre-faulted", {})
+    limit_warm = warm(per_rep(data["rows"].get(LIMIT, {}), "gbps"))
     table_rows = []
-    for label, reps in rows.items():
-        cells = [reps[k] for k in sorted(reps, key=int)]
-        gbps = [median(c["gbps"]) for c in cells]
-        warm = median(gbps[1:]) if len(gbps) > 1 else None
-        limit_warm = median([median(limit[k]["gbps"]) for k in sorted(limit, key=int)][1:]) if limit else None
-        table_rows.append([label.replace("_", " ")] + [f"{g:.2f}" for g in gbps] +
-                          [f"{median(cells[-1]['moves']) or 0:.0f}",
-                           f"{(median(cells[-1]['copied']) or 0) / 2**20:,.0f}",
-                           fmt_ratio(ratio(warm, limit_warm))])
-    header = ["strategy", "rep 1 GB/s", "rep 2 GB/s", "rep 3 GB/s", "moves (rep 3)",
-              "MiB copied (rep 3)", "warm / limit"]
+    for name, reps in data["rows"].items():
+        gbps = per_rep(reps, "gbps")
+        table_rows.append([name] + [f"{g:.2f}" for g in gbps] +
+                          [slash(per_rep(reps, "moves")),
+                           slash(per_rep(reps, "copied"), 2**20),
+                           fmt_ratio(ratio(warm(gbps), limit_warm))])
+    header = ["strategy", "rep 1 GB/s", "rep 2 GB/s", "rep 3 GB/s", "moves (rep 1 / 2 / 3)",
+              "MiB copied (rep 1 / 2 / 3)", "warm / limit"]
+    figure(data, PAPER / "arrow.png")
     text = "\n".join([
         "# Arrow builder: measured results", "",
         "Generated by `bash tools/study.sh --only arrow` (part of `bash tools/study.sh`);"
         " do not edit by hand.", "",
         f"Machine and date: {machine_line(info)}.", "",
+        "GB/s: median over rounds of each repetition (repetition 1 cold, 2 and 3 warm); moves:"
+        " grows of 8 that changed the buffer's address; warm / limit: the median of"
+        " repetitions 2 and 3 over the pre-faulted limit's.", "",
+        "![GB/s per repetition, every strategy](arrow.png)", "",
         markdown_table(header, table_rows), ""])
     (PAPER / "results.md").write_text(text)
-    write_json(PAPER / "summary.json", {"machine": info, "rows": rows})
+    write_json(PAPER / "summary.json", {"machine": info, "rows": data["rows"]})
     return ["arrow builder (papers/arrow-inplace/results.md):", text_table(header, table_rows)]

@@ -15,6 +15,10 @@ reset per round (the bump-arena comparison of the talk) where the binary has it.
 case is the median over rounds of the wall time per round (small chunks: per 1600
 allocations and frees; threads: the total throughput's time per 1600, so lower is better for
 every row alike).
+
+The report has one figure per workload (small_chunks.png, threads.png, large_blocks.png), the
+table of medians, pagemalloc (pagemap) over each peer per workload and as geometric means, and
+the spread of each allocator's rounds (the talk warns that mimalloc's timings are noisy).
 """
 
 from allocators import PEERS, VARIANTS, benchmark_binary, peer_library
@@ -69,65 +73,119 @@ def allocators_in(data):
     return [label for label in order if label in labels]
 
 
-def figure(data, path):
+# The workloads, each with its own figure: (name, file, title, case prefix, x-axis label).
+WORKLOADS = [
+    ("small chunks", "small_chunks.png", "Small chunks: 1600 allocations, half freed FIFO, half LIFO",
+     "BM_SmallChunks/", "chunk size (bytes)"),
+    ("threads", "threads.png", "Threads: 1600 chunks of 128 bytes on each of N threads",
+     "BM_SmallChunksThreads/", "threads N"),
+    ("large blocks", "large_blocks.png", "Large blocks: 1000 blocks of 5-25 MB, at most 20 alive",
+     "BM_LargeBlocks", ""),
+]
+
+
+def cases_of(data, prefix):
+    return sorted((c for c in data["cases"] if c.startswith(prefix)), key=case_sort_key)
+
+
+def figure(data, prefix, title, xlabel, path):
+    """One workload: a group of bars per case, one bar per allocator (median of rounds), with
+    the smallest and largest round as an error bar."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = allocators_in(data)
-    groups = [("small chunks (chunk size, bytes)", "BM_SmallChunks/"),
-              ("threads (N, 128 bytes)", "BM_SmallChunksThreads/"),
-              ("large blocks", "BM_LargeBlocks")]
-    figure, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-    for axis, (title, prefix) in zip(axes, groups):
-        cases = sorted((c for c in data["cases"] if c.startswith(prefix)), key=case_sort_key)
-        width = 0.8 / max(len(labels), 1)
-        for i, label in enumerate(labels):
-            values = [median(data["cases"][c].get(label, [])) for c in cases]
-            axis.bar([x + i * width for x in range(len(cases))],
-                     [v / 1e3 if v else 0 for v in values], width, label=label)
-        axis.set_xticks([x + 0.4 - width / 2 for x in range(len(cases))],
-                        [case_title(c).split(" ")[-1] for c in cases])
-        axis.set(title=title, ylabel="µs per round (lower is better)")
-        axis.grid(True, axis="y", alpha=0.3)
-    axes[0].legend(fontsize=7)
+    cases = cases_of(data, prefix)
+    labels = [l for l in allocators_in(data) if any(data["cases"][c].get(l) for c in cases)]
+    width = 0.8 / max(len(labels), 1)
+    figure, axis = plt.subplots(figsize=(10, 4.5))
+    for i, label in enumerate(labels):
+        samples_us = [[v / 1e3 for v in data["cases"][c].get(label, [])] for c in cases]
+        mids = [median(s) or 0 for s in samples_us]
+        low = [m - min(s) if s else 0 for m, s in zip(mids, samples_us)]
+        high = [max(s) - m if s else 0 for m, s in zip(mids, samples_us)]
+        axis.bar([x + i * width for x in range(len(cases))], mids, width, label=label,
+                 yerr=[low, high], capsize=2, error_kw={"linewidth": 0.7})
+    axis.set_xticks([x + 0.4 - width / 2 for x in range(len(cases))],
+                    [case_title(c).split(" ")[-1] if xlabel else "" for c in cases])
+    log_scale = prefix == "BM_LargeBlocks"  # 0.2 ms against 4-20 ms
+    if log_scale:
+        axis.set_yscale("log")
+    axis.set(title=title, xlabel=xlabel,
+             ylabel="µs per round, lower is better" + (" (log scale)" if log_scale else ""))
+    axis.grid(True, axis="y", alpha=0.3)
+    axis.legend(fontsize=7, ncol=2)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
 
+def spread(values):
+    """(largest - smallest) / median of one case's rounds."""
+    mid = median(values)
+    return (max(values) - min(values)) / mid if values and mid else None
+
+
+def median_spread(data, prefix, label):
+    """The median over a workload's cases of one allocator's spread."""
+    return median([spread(data["cases"][c].get(label, [])) for c in cases_of(data, prefix)])
+
+
+def fmt_percent(fraction):
+    return "—" if fraction is None else f"{100 * fraction:.0f}%"
+
+
 def report(info, data):
-    """Writes papers/allocator-workloads/results.md and workloads.png; returns summary lines
-    and the ratios of pagemalloc (pagemap) to every peer."""
+    """Writes papers/allocator-workloads/results.md and one PNG per workload; returns summary
+    lines and the geometric-mean ratios of pagemalloc (pagemap) to every peer."""
     PAPER.mkdir(parents=True, exist_ok=True)
     labels = allocators_in(data)
     rows, ratios = [], {peer: [] for peer in PEERS}
+    group_ratios = {name: {peer: [] for peer in PEERS} for name, *_ in WORKLOADS}
     for case in sorted(data["cases"], key=case_sort_key):
         by_label = data["cases"][case]
         med = {label: median(by_label.get(label, [])) for label in labels}
         ours = med.get("pagemalloc-pagemap")
         best_peer = min((med[p] for p in PEERS if med.get(p)), default=None)
+        group = next(name for name, _, _, prefix, _ in WORKLOADS if case.startswith(prefix))
         for peer in PEERS:
             ratios[peer].append(ratio(ours, med.get(peer)))
+            group_ratios[group][peer].append(ratio(ours, med.get(peer)))
         rows.append([case_title(case)] + [f"{med[l] / 1e3:,.1f}" if med[l] else "—" for l in labels]
                     + [fmt_ratio(ratio(ours, best_peer))])
     header = ["workload"] + [f"{l} µs" for l in labels] + ["pagemap / best peer"]
     table = markdown_table(header, rows)
     geo = {peer: geomean(values) for peer, values in ratios.items()}
-    geo_row = markdown_table(["pagemalloc (pagemap) / peer, geometric mean over workloads"] + PEERS,
-                             [[""] + [fmt_ratio(geo[p]) for p in PEERS]])
-    figure(data, PAPER / "workloads.png")
+    geo_rows = [[name] + [fmt_ratio(geomean(group_ratios[name][p])) for p in PEERS]
+                for name, *_ in WORKLOADS]
+    geo_rows.append([f"all {len(rows)} workloads"] + [fmt_ratio(geo[p]) for p in PEERS])
+    geo_table = markdown_table(["pagemalloc (pagemap) / peer, geometric mean"] + PEERS, geo_rows)
+    spread_rows = [[name] + [fmt_percent(median_spread(data, prefix, l)) for l in labels]
+                   for name, _, _, prefix, _ in WORKLOADS]
+    spread_table = markdown_table(["round-to-round spread, median over cases"] + labels,
+                                  spread_rows)
+    figures = []
+    for name, file, title, prefix, xlabel in WORKLOADS:
+        figure(data, prefix, title, xlabel, PAPER / file)
+        figures += [f"![{name}]({file})", ""]
     text = "\n".join([
         "# Allocator workloads: measured results", "",
         "Generated by `bash tools/study.sh --only workloads` (part of `bash tools/study.sh`);"
         " do not edit by hand.", "",
-        f"Machine and date: {machine_line(info)}. Rounds: {data['rounds']} (median of rounds).", "",
-        "![every allocator, one panel per workload](workloads.png)", "",
-        table, "", geo_row, ""])
+        f"Machine and date: {machine_line(info)}. Rounds: {data['rounds']} (median of rounds;"
+        " error bars: the smallest and largest round).", "",
+        *figures,
+        "Time per round in µs (lower is better):", "",
+        table, "", geo_table, "",
+        "Spread of the rounds, (largest - smallest) / median, for each allocator:", "",
+        spread_table, ""])
     (PAPER / "results.md").write_text(text)
     summary = {"machine": info, "medians": {c: {l: median(v) for l, v in d.items()}
                                             for c, d in data["cases"].items()},
-               "geomean_ratio_to_peer": geo}
+               "geomean_ratio_to_peer": geo,
+               "geomean_ratio_to_peer_by_workload": {
+                   name: {p: geomean(group_ratios[name][p]) for p in PEERS}
+                   for name, *_ in WORKLOADS}}
     write_json(PAPER / "summary.json", summary)
     lines = ["allocator workloads (papers/allocator-workloads/results.md), µs per round:",
              text_table(["workload"] + labels + ["pm/best"], [[r[0]] + r[1:] for r in rows])]
