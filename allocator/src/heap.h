@@ -146,18 +146,14 @@ inline void Heap::deallocate(void* p, const char* call) {
     if (cache != nullptr &&
         address_map().get(chunk) == AddressMap::tag(cache->arena(), AddressMap::kArenaChunk) &&
         !options().checks.load(std::memory_order_relaxed)) [[likely]] {
-      PageEntry e = page_entry(chunk, page_index_of(p));
-      if (e.kind() == PageKind::Slab) [[likely]] {
-        const SizeClass& sc = kSizeClasses[e.size_class()];
-        const std::size_t offset = (reinterpret_cast<std::uintptr_t>(p) & (kPageSize - 1)) +
-                                   (std::size_t(e.page_in_slab()) << kLgPageSize);
-        auto* first_word = static_cast<std::uintptr_t*>(p);
-        if (std::size_t(region_index(sc, offset)) * sc.size == offset &&
-            *first_word != ThreadCache::freed_key()) [[likely]] {
-          *first_word = ThreadCache::freed_key();
-          cache->push(e.size_class(), p);
-          return;
-        }
+      // A pointer into the middle of a region is not looked for here (a multiply and a
+      // compare on every free): with checks on, the slow path reports it.
+      const PageEntry e = page_entry(chunk, page_index_of(p));
+      auto* first_word = static_cast<std::uintptr_t*>(p);
+      if (e.kind() == PageKind::Slab && *first_word != ThreadCache::freed_key()) [[likely]] {
+        *first_word = ThreadCache::freed_key();
+        cache->push(e.size_class(), p);
+        return;
       }
     }
   }

@@ -1,6 +1,7 @@
-// A pool of fixed-size metadata records (slab descriptors, huge-extent records), carved from
-// 64 KiB blocks mapped from the OS and recycled through a free list. The allocator never
-// allocates its own metadata with malloc. Not thread-safe: the owner's lock guards it.
+// A pool of fixed-size metadata records (slab descriptors, huge-extent records, thread caches),
+// carved from blocks of 64 KiB (more for large records) mapped from the OS and recycled
+// through a free list. The allocator never allocates its own metadata with malloc. Not
+// thread-safe: the owner's lock guards it.
 #pragma once
 
 #include <sys/mman.h>
@@ -41,8 +42,10 @@ class MetaPool {
   struct FreeRecord {
     FreeRecord* next;
   };
-  static constexpr std::size_t kBlockSize = 64 * 1024;
   static constexpr std::size_t kRecordSize = (sizeof(T) + alignof(T) - 1) / alignof(T) * alignof(T);
+  // 64 KiB, or room for four records of a larger type (a thread cache).
+  static constexpr std::size_t kBlockSize =
+      kRecordSize * 4 <= 64 * 1024 ? 64 * 1024 : (kRecordSize * 4 + 0xFFFF) & ~std::size_t{0xFFFF};
   static_assert(kRecordSize >= sizeof(FreeRecord));
 
   bool refill() {

@@ -29,6 +29,10 @@ constinit CacheRegistry registry;
 
 }  // namespace
 
+ThreadCache::ThreadCache() {
+  for (unsigned c = 0; c < kNumClasses; ++c) bins_[c].slots = slot_storage_ + kCacheSlotOffsets[c];
+}
+
 ThreadCache* ThreadCache::create(Arena& arena) {
   if (t_state != CacheState::None) return nullptr;
   t_state = CacheState::Creating;  // allocations made below bypass the cache
@@ -105,12 +109,29 @@ bool ThreadCache::holds(unsigned size_class, const void* p) const {
 
 void* ThreadCache::refill(unsigned size_class) {
   Bin& bin = bins_[size_class];
-  std::uint32_t count = arena_->alloc_batch(size_class, bin.slots, kBatch);
+  const unsigned batch = bin.limit / 2 < kMaxRefill ? bin.limit / 2 : kMaxRefill;
+  std::uint32_t count = arena_->alloc_batch(size_class, bin.slots, batch);
   if (count == 0) return nullptr;
   void* p = bin.slots[--count];
   bin.count.store(count, std::memory_order_relaxed);
   *static_cast<std::uintptr_t*>(p) = 0;
   return p;
+}
+
+void ThreadCache::push_overflowing(unsigned size_class, void* p) {
+  Bin& bin = bins_[size_class];
+  const std::size_t size = kSizeClasses[size_class].size;
+  const unsigned room = capacity(size_class) - bin.limit;
+  const unsigned step = bin.limit < room ? bin.limit : room;
+  std::uint32_t count = bin.count.load(std::memory_order_relaxed);
+  if (step != 0 && grown_bytes_ + step * size <= kBudgetBytes) {
+    bin.limit += step;
+    grown_bytes_ += step * size;
+  } else {
+    count = flush(size_class, bin.limit / 2);
+  }
+  bin.slots[count] = p;
+  bin.count.store(count + 1, std::memory_order_relaxed);
 }
 
 std::uint32_t ThreadCache::flush(unsigned size_class, unsigned n) {

@@ -1,8 +1,15 @@
-// Thread caches: a small stack of free regions per size class and thread, so that most small
-// allocations and frees touch no lock (jemalloc's tcache, glibc's tcache).
+// Thread caches: a stack of free regions per size class and thread, so that most small
+// allocations and frees touch no lock (jemalloc's tcache, tcmalloc's thread cache).
 //
-// A cache is filled from its arena and flushed back to it in batches of half its capacity,
-// under one lock acquisition each. The cache record comes from a pool (not from TLS, whose
+// Each class's stack starts with room for kInitialLimit regions and grows, as tcmalloc's
+// free lists do, when a thread frees more of that class than it holds: an overflow raises the
+// class's limit (doubling it, up to capacity(class)) while the thread's budget allows, and
+// only flushes when it does not. The budget, kBudgetBytes, bounds the bytes by which one
+// thread's limits may grow above kInitialLimit regions each. The storage for every class's
+// largest stack is reserved in the cache record; its pages are touched only as stacks fill.
+//
+// A cache is filled from its arena and flushed back to it in batches (at most half its
+// limit), under one lock acquisition each. The cache record comes from a pool (not from TLS, whose
 // static size is limited); each thread holds a pointer to it. A pthread key's destructor
 // returns the regions and the record when the thread exits; a thread that is exiting, or
 // that is setting up its cache, bypasses the cache.
@@ -17,6 +24,7 @@
 // the address map (as jemalloc's tcache flush sorts by arena).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -27,10 +35,34 @@ namespace pagemalloc {
 
 class Arena;
 
+inline constexpr unsigned kCacheInitialLimit = 64;  // regions per class at first
+
+// The most regions a thread cache holds of a class: 512 KiB worth, at least
+// kCacheInitialLimit, at most 2048.
+constexpr unsigned cache_capacity(unsigned size_class) {
+  const std::size_t by_bytes = (std::size_t{512} << 10) / kSizeClasses[size_class].size;
+  return by_bytes < kCacheInitialLimit ? kCacheInitialLimit
+         : by_bytes > 2048             ? 2048
+                                       : unsigned(by_bytes);
+}
+
+// Where each class's slots start in a cache's slot storage (all classes one after another).
+inline constexpr auto kCacheSlotOffsets = [] {
+  std::array<std::size_t, kNumClasses + 1> offsets{};
+  for (unsigned c = 0; c < kNumClasses; ++c) offsets[c + 1] = offsets[c] + cache_capacity(c);
+  return offsets;
+}();
+
 class ThreadCache {
  public:
-  static constexpr unsigned kSlots = 64;   // per size class
-  static constexpr unsigned kBatch = kSlots / 2;
+  static constexpr unsigned kInitialLimit = kCacheInitialLimit;
+  static constexpr std::size_t kBudgetBytes = 1 << 20;  // growth of one thread's limits
+  static constexpr unsigned kMaxRefill = 256;           // regions per refill at most
+  static constexpr unsigned capacity(unsigned size_class) { return cache_capacity(size_class); }
+
+  ThreadCache();  // leaves the slot storage unwritten (its pages stay untouched until used)
+  ThreadCache(const ThreadCache&) = delete;
+  ThreadCache& operator=(const ThreadCache&) = delete;
 
   // The calling thread's cache, created on first use; nullptr while it must be bypassed.
   static ThreadCache* get(Arena& arena) {
@@ -59,7 +91,7 @@ class ThreadCache {
   void push(unsigned size_class, void* p) {
     Bin& bin = bins_[size_class];
     std::uint32_t count = bin.count.load(std::memory_order_relaxed);
-    if (count == kSlots) [[unlikely]] count = flush(size_class, kBatch);
+    if (count == bin.limit) [[unlikely]] return push_overflowing(size_class, p);
     bin.slots[count] = p;
     bin.count.store(count + 1, std::memory_order_relaxed);
   }
@@ -90,13 +122,16 @@ class ThreadCache {
  private:
   struct Bin {
     std::atomic<std::uint32_t> count{0};  // written by the owner only; read by statistics
-    bool mixed = false;                   // may hold regions of other arenas
-    void* slots[kSlots];
+    std::uint32_t limit = kInitialLimit;   // regions it may hold now, <= capacity(class)
+    void** slots = nullptr;                // capacity(class) slots in the record's storage
+    bool mixed = false;                    // may hold regions of other arenas
   };
-
   static ThreadCache* create(Arena& arena);
   static void on_thread_exit(void* cache);
   void* refill(unsigned size_class);
+  // A push that found the bin full: raises its limit if the budget allows, else flushes
+  // half of it; then pushes.
+  void push_overflowing(unsigned size_class, void* p);
   // Returns the n oldest regions to their arenas; returns the new count.
   std::uint32_t flush(unsigned size_class, unsigned n);
   static void return_to_owners(void* const* regions, unsigned n);
@@ -107,7 +142,9 @@ class ThreadCache {
   Arena* arena_ = nullptr;
   ThreadCache* prev_ = nullptr;  // the list of live caches
   ThreadCache* next_ = nullptr;
+  std::size_t grown_bytes_ = 0;  // sum over classes of (limit - kInitialLimit) * size
   Bin bins_[kNumClasses];
+  void* slot_storage_[kCacheSlotOffsets[kNumClasses]];
 };
 
 }  // namespace pagemalloc
