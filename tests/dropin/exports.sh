@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Drop-in test: the library exports exactly its interface.
+#
+#   bash tests/dropin/exports.sh path/to/libpagemalloc.so
+#
+# The dynamic symbol table must hold every entry point a program may call (the pm_ API, the
+# standard allocation functions, every operator new and delete) and nothing else: a stray
+# export (the fmt the library is built with, the allocator's own C++ code) could take the
+# place of a program's symbol of the same name, or bind the library to the program's copy.
+set -euo pipefail
+
+[ $# -eq 1 ] || { echo "usage: $0 path/to/libpagemalloc.so" >&2; exit 2; }
+lib=$(realpath -e -- "$1") || { echo "FAIL: no such library: $1" >&2; exit 1; }
+
+exported=$(nm -D --defined-only -- "$lib" | awk '{print $3}' | sort)
+required="aligned_alloc calloc free malloc malloc_usable_size memalign posix_memalign pvalloc
+realloc reallocarray valloc pm_malloc pm_calloc pm_realloc pm_free pm_posix_memalign
+pm_aligned_alloc pm_memalign pm_malloc_usable_size pm_mallocx pm_rallocx pm_xallocx pm_sallocx
+pm_dallocx pm_sdallocx pm_nallocx pm_arena_create pm_arena_reset pm_arena_destroy
+pm_arena_stats_get pm_stats_get pm_stats_print pm_purge pm_ctl
+_Znwm _Znam _ZnwmRKSt9nothrow_t _ZnamRKSt9nothrow_t _ZnwmSt11align_val_t _ZnamSt11align_val_t
+_ZnwmSt11align_val_tRKSt9nothrow_t _ZnamSt11align_val_tRKSt9nothrow_t
+_ZdlPv _ZdaPv _ZdlPvRKSt9nothrow_t _ZdaPvRKSt9nothrow_t _ZdlPvm _ZdaPvm
+_ZdlPvSt11align_val_t _ZdaPvSt11align_val_t _ZdlPvmSt11align_val_t _ZdaPvmSt11align_val_t
+_ZdlPvSt11align_val_tRKSt9nothrow_t _ZdaPvSt11align_val_tRKSt9nothrow_t"
+
+status=0
+for symbol in $required; do
+  if ! grep -qxF -- "$symbol" <<<"$exported"; then
+    echo "FAIL: $symbol is not exported" >&2
+    status=1
+  fi
+done
+stray=$(grep -vxF -f <(tr -s ' \n' '\n' <<<"$required") <<<"$exported" || true)
+if [ -n "$stray" ]; then
+  echo "FAIL: exported beyond the interface ($(wc -l <<<"$stray") symbols), e.g.:" >&2
+  head -n 10 <<<"$stray" | c++filt >&2
+  status=1
+fi
+[ "$status" -eq 0 ] && echo "ok: $(wc -l <<<"$exported") symbols, exactly the interface"
+exit "$status"
