@@ -111,7 +111,11 @@ class Arena {
   // Returns the stashed regions to their slabs, then freed pages to the OS.
   void purge_all();
   ArenaStats stats();
+  // The run manager's invariants: nullptr, or what is broken.
   const char* check_invariants();
+  // The page maps of the arena's chunks against its slabs, bins, stashes and counts
+  // (heap_invariants.cpp): nullptr, or what is broken.
+  const char* check_blocks();
 
   // fork(): the lock is taken before and released after, in the parent and in the child, so
   // that the child never inherits it half-held (fork.cpp).

@@ -53,6 +53,9 @@ class Heap {
 
   void purge();
   void stats(pm_stats& out);
+  // Every automatic and explicit arena and huge manager, each under its lock
+  // (heap_invariants.cpp): nullptr, or what is broken.
+  const char* check_invariants();
 
   // How many automatic arenas threads are spread over (automatic_arenas.h).
   unsigned automatic_arena_count() {

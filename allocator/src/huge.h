@@ -87,6 +87,9 @@ class HugeManager {
   void free_all();
   void purge_all();
   HugeStats stats();
+  // The live and free lists against the address map and the counts (heap_invariants.cpp):
+  // nullptr, or what is broken.
+  const char* check_invariants();
 
   // fork(): as Arena's (fork.cpp).
   void lock_for_fork() { lock_.lock(); }
