@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that pagemalloc's build, tests and study need.
 #
-#   bash tools/install-deps.sh
+#   bash tools/install-deps.sh [PACKAGE...]
 #
+# Arguments name packages wanted beyond the usual ones (tools/fuzz.sh: clang-14 and libFuzzer).
 # Checks each package with `dpkg -s`; when some are missing, runs `apt-get update` once and
 # `apt-get install -y` with only the missing ones (through sudo unless already root). When
 # everything is installed it does nothing and needs no privileges.
@@ -20,6 +21,7 @@ packages=(
   perl lua5.4 ruby sqlite3 jq                    # real programs: drop-in tests, benchmarks/real_programs
   redis-server redis-tools                       # real programs: redis-server, redis-cli, redis-benchmark
   libjemalloc2 g++                               # real programs: jemalloc preload, the g++ compile
+  "$@"
 )
 
 missing=()
