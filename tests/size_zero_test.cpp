@@ -1,25 +1,19 @@
 // Size 0 on the paths that serve it with a page run or a huge extent, found by the fuzz
 // harness (tests/fuzz/).
 //
-// Size 0 asks for the smallest block (DESIGN.md: "a unique, freeable pointer"), and place()
-// (pm_nallocx) treats it as 1 byte. But heap.cpp hands the raw size on where the block is, or
-// stays, a page run or an extent, and those make a block of zero pages:
+// Size 0 asks for the smallest block (DESIGN.md: "a unique, freeable pointer"), as place()
+// (pm_nallocx) counts it: 1 byte. These are the paths that once handed the raw size on where
+// the block is, or stays, a page run or an extent, and made a block of zero pages:
 //
 //   pm_mallocx(0, PM_ALIGN(a)), a > 4 KiB (and pm_aligned_alloc, pm_memalign,
-//   pm_posix_memalign)                  Heap::allocate_from -> Arena::alloc_large(0, a): a
-//                                       "block" of no pages, pm_sallocx 0
-//   pm_rallocx(large, 0, PM_ALIGN(a))   a > 4 KiB keeps it large: Arena::resize_large(p, n, 0)
-//                                       writes the tag of the page before the block and frees
-//                                       the whole run while the block is live
-//   pm_rallocx(huge, 0, PM_ALIGN(a))    a large enough to keep it huge:
-//                                       HugeManager::resize_in_place(p, 0) gives the extent away
-//   pm_xallocx(large, 0, 0, 0)          size + extra = 0: resize_large(p, n, 0), as above
-//   pm_xallocx(huge, 0, 0, 0)           resize_in_place(p, 0), as above
+//   pm_posix_memalign)                  a "block" of no pages, pm_sallocx 0
+//   pm_rallocx(large, 0, PM_ALIGN(a))   a > 4 KiB keeps it large: the run resized to 0 pages
+//                                       was freed while the block was live
+//   pm_rallocx(huge, 0, PM_ALIGN(a))    a large enough to keep it huge: the extent given away
+//   pm_xallocx(large, 0, 0, 0)          size + extra = 0: the run resized to 0 pages
+//   pm_xallocx(huge, 0, 0, 0)           the extent resized to 0 bytes
 //
-// Each leaves a pointer whose pm_sallocx is 0 (or that aborts as "not a live block") and a
-// heap whose invariants fail. The tests are disabled until heap.cpp serves size 0 as 1 byte
-// on those paths too; then enable them, and set kSizeZeroBeyondSlabs in
-// tests/fuzz/api_driver.h so that the fuzz harness asks for size 0 there again.
+// Each must leave a live block of at least one byte and a heap whose invariants hold.
 #include <gtest/gtest.h>
 
 #include <pagemalloc/pagemalloc.h>
@@ -44,37 +38,37 @@ void expect_live_and_heap_intact(void* p) {
   EXPECT_EQ(problem, nullptr) << problem;
 }
 
-TEST(SizeZero, DISABLED_MallocxAlignedAboveAPage) {
+TEST(SizeZero, MallocxAlignedAboveAPage) {
   expect_live_and_heap_intact(pm_mallocx(0, PM_ALIGN(8 * KiB)));
 }
 
-TEST(SizeZero, DISABLED_AlignedAllocAndPosixMemalignAboveAPage) {
+TEST(SizeZero, AlignedAllocAndPosixMemalignAboveAPage) {
   expect_live_and_heap_intact(pm_aligned_alloc(64 * KiB, 0));
   void* p = nullptr;
   ASSERT_EQ(pm_posix_memalign(&p, 8 * KiB, 0), 0);
   expect_live_and_heap_intact(p);
 }
 
-TEST(SizeZero, DISABLED_RallocxOfAnAlignedLargeBlock) {
+TEST(SizeZero, RallocxOfAnAlignedLargeBlock) {
   void* p = pm_mallocx(100 * KiB, PM_ALIGN(64 * KiB));
   ASSERT_NE(p, nullptr);
   expect_live_and_heap_intact(pm_rallocx(p, 0, PM_ALIGN(64 * KiB)));
 }
 
-TEST(SizeZero, DISABLED_RallocxOfAnAlignedHugeBlock) {
+TEST(SizeZero, RallocxOfAnAlignedHugeBlock) {
   void* p = pm_mallocx(5 * MiB, PM_ALIGN(8 * MiB));
   ASSERT_NE(p, nullptr);
   expect_live_and_heap_intact(pm_rallocx(p, 0, PM_ALIGN(8 * MiB)));
 }
 
-TEST(SizeZero, DISABLED_XallocxOfALargeBlock) {
+TEST(SizeZero, XallocxOfALargeBlock) {
   void* p = pm_malloc(100 * KiB);
   ASSERT_NE(p, nullptr);
   EXPECT_GE(pm_xallocx(p, 0, 0, 0), 1u);
   expect_live_and_heap_intact(p);
 }
 
-TEST(SizeZero, DISABLED_XallocxOfAHugeBlock) {
+TEST(SizeZero, XallocxOfAHugeBlock) {
   void* p = pm_malloc(5 * MiB);
   ASSERT_NE(p, nullptr);
   EXPECT_GE(pm_xallocx(p, 0, 0, 0), 1u);

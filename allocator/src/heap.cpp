@@ -81,6 +81,7 @@ void* Heap::allocate_in(unsigned arena, std::size_t size, std::size_t align, boo
 }
 
 void* Heap::allocate_from(const Source& source, std::size_t size, std::size_t align, bool zero) {
+  if (size == 0) size = 1;  // the smallest block of its kind, as place() counts it
   const Placement where = place(size, align);
   void* p = nullptr;
   bool zeroed = false;
@@ -93,7 +94,7 @@ void* Heap::allocate_from(const Source& source, std::size_t size, std::size_t al
       p = source.blocks->alloc_large(size, align, zeroed);
       break;
     case BlockKind::Huge:
-      p = source.huge->alloc(size == 0 ? 1 : size, align, zeroed);
+      p = source.huge->alloc(size, align, zeroed);
       break;
     case BlockKind::Invalid:
       break;
@@ -206,6 +207,7 @@ std::size_t Heap::usable_size(const void* p, const char* call) {
 void* Heap::reallocate(void* p, std::size_t size, std::size_t align, bool zero, unsigned arena,
                        const char* call) {
   const Block old = locate(p, call);
+  if (size == 0) size = 1;  // as allocate_from
   const Placement want = place(size, align);
   if (want.kind == BlockKind::Invalid) return out_of_memory();
   auto* bytes = static_cast<std::byte*>(p);
@@ -273,9 +275,10 @@ std::size_t Heap::resize_in_place(void* p, std::size_t size, std::size_t extra, 
   const Block old = locate(p, call);
   if (old.kind == BlockKind::Small || size > kMaxRequest) return old.usable;
   // Aim for size + extra; failing that (growth only), for size.
-  const std::size_t most = size + extra < size || size + extra > kMaxRequest ? kMaxRequest
-                                                                            : size + extra;
+  std::size_t most = size + extra < size || size + extra > kMaxRequest ? kMaxRequest
+                                                                      : size + extra;
   const std::size_t least = size == 0 ? 1 : size;
+  most = std::max(most, least);  // size + extra = 0 asks for the smallest block, not none
   std::size_t result = old.usable;
   if (old.kind == BlockKind::Large) {
     const PageCount have = PageCount::covering(old.usable);

@@ -47,10 +47,9 @@ inline constexpr std::size_t kMaxLiveBlocks = 2000;
 inline constexpr std::size_t kMaxLiveBytes = std::size_t{48} << 20;
 inline constexpr std::size_t kMaxExplicitArenas = 6;
 // Whether size 0 may be asked where the heap serves it with a page run or an extent: in
-// pm_rallocx and pm_xallocx, and with an alignment above a page. Not yet: those make blocks of
-// zero pages and corrupt the heap (tests/size_zero_test.cpp); until that is fixed, those calls
-// ask for at least 1 byte.
-inline constexpr bool kSizeZeroBeyondSlabs = false;
+// pm_rallocx and pm_xallocx, and with an alignment above a page (tests/size_zero_test.cpp
+// holds the cases that once made blocks of zero pages there).
+inline constexpr bool kSizeZeroBeyondSlabs = true;
 
 enum class Op : std::uint8_t {
   Malloc, Calloc, Realloc, Free, PosixMemalign, AlignedAlloc, Mallocx, Rallocx, Xallocx,
