@@ -35,7 +35,7 @@ std::uint64_t base_seed() {
   return kDefaultSeed;
 }
 
-// A session's length: 2^k - 1 + up to 2^k more, k uniform in 0..15.
+// A session's length: 2^k to 2^(k+1) - 1 operations, k uniform in 0..15.
 std::uint64_t session_length(RandomSource& lengths) {
   const unsigned k = lengths.byte() % 16;
   const std::uint64_t extra = (std::uint64_t(lengths.byte()) << 8 | lengths.byte()) % (1u << k);

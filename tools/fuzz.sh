@@ -7,7 +7,8 @@
 # VARIANT: pagemap, hybrid, rbtree (default: all three, one after the other). For each, builds
 # BUILD_ROOT/fuzz-VARIANT (default BUILD_ROOT: build) with clang++-14 and
 # -fsanitize=fuzzer,address,undefined (tests/fuzz/CMakeLists.txt), then runs libFuzzer in
-# rounds of SECONDS (default 600) until OPERATIONS (default 10000000) operations have run. The
+# rounds of at most SECONDS (default 600) until OPERATIONS (default 10000000) operations have
+# run; after the first round, a round lasts as long as the rate so far says the rest needs. The
 # corpus stays in BUILD_ROOT/fuzz-VARIANT/corpus from round to round and run to run. Each
 # round's log is BUILD_ROOT/fuzz-VARIANT/round-N.log; the harness prints its operation count
 # at exit, and this script adds them up.
@@ -51,7 +52,13 @@ for variant in "${variants[@]}"; do
     round=$((round + 1))
     log=$dir/round-$round.log
     status=0
-    "$dir/pagemalloc_fuzz" -max_total_time="$seconds" -max_len=8192 -timeout=120 \
+    length=$seconds
+    if [ "$total" -gt 0 ]; then  # the rest at the rate so far, and 10% more
+      spent=$(( $(date +%s) - start ))
+      length=$(( (operations - total) * spent * 11 / (total * 10) + 10 ))
+      [ "$length" -gt "$seconds" ] && length=$seconds
+    fi
+    "$dir/pagemalloc_fuzz" -max_total_time="$length" -max_len=8192 -timeout=120 \
       -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$dir/" "$dir/corpus" \
       >"$log" 2>&1 || status=$?
     # The harness's last word: "pagemalloc_fuzz: N operations in M inputs".

@@ -26,7 +26,6 @@
 #include <pagemalloc/pagemalloc.h>
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cerrno>
 #include <cstddef>
@@ -37,72 +36,11 @@
 
 #include "byte_source.h"
 #include "heap_invariants.h"
+#include "op_table.h"
 #include "pagemap/page_map.h"
 #include "shadow_heap.h"
-#include "size_classes.h"
 
 namespace pagemalloc::fuzz {
-
-inline constexpr std::size_t kMaxLiveBlocks = 2000;
-inline constexpr std::size_t kMaxLiveBytes = std::size_t{48} << 20;
-inline constexpr std::size_t kMaxExplicitArenas = 6;
-// Whether size 0 may be asked where the heap serves it with a page run or an extent: in
-// pm_rallocx and pm_xallocx, and with an alignment above a page (tests/size_zero_test.cpp
-// holds the cases that once made blocks of zero pages there).
-inline constexpr bool kSizeZeroBeyondSlabs = true;
-
-enum class Op : std::uint8_t {
-  Malloc, Calloc, Realloc, Free, PosixMemalign, AlignedAlloc, Mallocx, Rallocx, Xallocx,
-  Sallocx, Dallocx, Sdallocx, Nallocx, ArenaCreate, ArenaReset, ArenaDestroy, Stats, Purge,
-  CheckHeap, SetDecay, SetChecks, OtherThread, BadInput,
-};
-
-struct OpWeight {
-  Op op;
-  unsigned weight;  // out of 256: one byte picks the operation
-  const char* name;
-};
-
-inline constexpr OpWeight kOpWeights[] = {
-    {Op::Malloc, 33, "malloc"},          {Op::Calloc, 12, "calloc"},
-    {Op::Realloc, 22, "realloc"},        {Op::Free, 30, "free"},
-    {Op::PosixMemalign, 6, "posix_memalign"}, {Op::AlignedAlloc, 6, "aligned_alloc"},
-    {Op::Mallocx, 36, "mallocx"},        {Op::Rallocx, 26, "rallocx"},
-    {Op::Xallocx, 14, "xallocx"},        {Op::Sallocx, 10, "sallocx"},
-    {Op::Dallocx, 16, "dallocx"},        {Op::Sdallocx, 16, "sdallocx"},
-    {Op::Nallocx, 6, "nallocx"},         {Op::ArenaCreate, 3, "arena_create"},
-    {Op::ArenaReset, 3, "arena_reset"},  {Op::ArenaDestroy, 2, "arena_destroy"},
-    {Op::Stats, 4, "stats"},             {Op::Purge, 1, "purge"},
-    {Op::CheckHeap, 3, "check_heap"},    {Op::SetDecay, 1, "set_decay"},
-    {Op::SetChecks, 2, "set_checks"},    {Op::OtherThread, 1, "other_thread"},
-    {Op::BadInput, 3, "bad_input"},
-};
-
-inline constexpr auto kOpOfByte = [] {
-  std::array<Op, 256> table{};
-  unsigned next = 0;
-  for (const OpWeight& w : kOpWeights)
-    for (unsigned i = 0; i < w.weight && next < table.size(); ++i) table[next++] = w.op;
-  return table;
-}();
-static_assert([] {
-  unsigned total = 0;
-  for (const OpWeight& w : kOpWeights) total += w.weight;
-  return total == 256;
-}());
-
-constexpr const char* op_name(Op op) {
-  for (const OpWeight& w : kOpWeights)
-    if (w.op == op) return w.name;
-  return "?";
-}
-
-// Sizes on either side of every boundary between kinds, and 0.
-inline constexpr std::size_t kEdgeSizes[] = {
-    0, 1, 8, 9, 128, 129, 1024, 1025, kMaxSmallSize - 1, kMaxSmallSize, kMaxSmallSize + 1,
-    kPageSize, kPageSize + 1, kMaxRunPages.bytes() - 1, kMaxRunPages.bytes(),
-    kMaxRunPages.bytes() + 1, kChunkSize - 1, kChunkSize, kChunkSize + 1, 2 * kChunkSize,
-};
 
 struct SessionResult {
   std::uint64_t operations = 0;
@@ -214,15 +152,6 @@ class Driver {
     return std::size_t{1} << (17 + b % 7);           // 128 KiB .. 8 MiB
   }
 
-  static std::size_t at_least_one(std::size_t size) {
-    return kSizeZeroBeyondSlabs || size > 0 ? size : 1;
-  }
-  // A size for an allocation aligned to `align`.
-  std::size_t draw_size(std::size_t align) {
-    const std::size_t size = draw_size();
-    return align > kPageSize ? at_least_one(size) : size;
-  }
-
   static int align_flag(std::size_t align) {
     return align > 1 ? PM_LG_ALIGN(std::countr_zero(align)) : 0;
   }
@@ -326,7 +255,7 @@ class Driver {
 
   void op_posix_memalign() {
     const std::size_t align = std::max(draw_align(), sizeof(void*));
-    const std::size_t size = draw_size(align);
+    const std::size_t size = draw_size();
     if (over_bounds(size + align, true)) return op_free(Op::Free);
     void* p = nullptr;
     if (const int error = pm_posix_memalign(&p, align, size))
@@ -336,7 +265,7 @@ class Driver {
 
   void op_aligned_alloc() {
     const std::size_t align = draw_align();
-    const std::size_t size = draw_size(align);
+    const std::size_t size = draw_size();
     if (over_bounds(size + align, true)) return op_free(Op::Free);
     if (c_.one_in(2)) model_.adopt(pm_aligned_alloc(align, size), Request{size, align}, "pm_aligned_alloc");
     else model_.adopt(pm_memalign(align, size), Request{size, align}, "pm_memalign");
@@ -344,7 +273,7 @@ class Driver {
 
   void op_mallocx() {
     const std::size_t align = draw_align();
-    const std::size_t size = draw_size(align);
+    const std::size_t size = draw_size();
     const bool zero = c_.one_in(4);
     bool names_none = false;
     const unsigned arena = draw_arena(names_none);
@@ -364,12 +293,9 @@ class Driver {
   // A new size for the block: any, or near its usable size (to hit in-place growth and
   // shrinking across a page or a class).
   std::size_t draw_resize(const BlockRecord& b) {
-    std::size_t size = draw_size();
-    if (c_.one_in(2)) {
-      const std::size_t delta = c_.below(3 * kPageSize);
-      size = c_.one_in(2) ? b.usable + delta : b.usable - std::min(b.usable, delta);
-    }
-    return at_least_one(size);
+    if (c_.one_in(2)) return draw_size();
+    const std::size_t delta = c_.below(3 * kPageSize);
+    return c_.one_in(2) ? b.usable + delta : b.usable - std::min(b.usable, delta);
   }
 
   void op_rallocx() {
