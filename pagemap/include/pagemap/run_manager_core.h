@@ -61,13 +61,19 @@ class RunManagerCore {
   AllocatedRun alloc(PageCount n) {
     counters_.operation();
     Node* node = self().find_fit(n);
-    if (node == nullptr) {
+    const bool new_chunk = node == nullptr;
+    if (new_chunk) {
       if (!add_chunk()) return {Run{}, false};
       node = self().find_fit(n);
     }
     FreeSpan span = span_at(node);
     Run run{span.chunk, span.first, n};
-    if (!span.dirty && !pal_.commit(run.base(), n.bytes())) return {Run{}, false};
+    if (!span.dirty && !pal_.commit(run.base(), n.bytes())) {
+      // The chunk taken for this call goes back with the failure: purge() releases only
+      // chunks that were used (dirty), so an unused one would stay until an alloc reused it.
+      if (new_chunk) release_chunk(span);
+      return {Run{}, false};
+    }
     carve(span, n);
     write_allocated_tags(span.chunk, span.first, n);
     return {run, !span.dirty};
