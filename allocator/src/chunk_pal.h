@@ -1,6 +1,6 @@
-// The OS layer an arena's run manager uses: Linux mmap, plus a record in the address map of
-// every chunk it reserves, so that free() can tell an arena's pointer from a foreign one (and
-// find its arena), and a list of them, so that a reset can walk them all.
+// The OS layer an arena's run manager uses: Linux mmap (os_pal.h), plus a record in the
+// address map of every chunk it reserves, so that free() can tell an arena's pointer from a
+// foreign one (and find its arena), and a list of them, so that a reset can walk them all.
 #pragma once
 
 #include <cstddef>
@@ -8,7 +8,7 @@
 
 #include "address_map.h"
 #include "chunk_list.h"
-#include "pagemap/pal_linux.h"
+#include "os_pal.h"
 
 namespace pagemalloc {
 
@@ -47,7 +47,7 @@ class ChunkPal {
 
  private:
   const void* arena_;
-  LinuxPal os_;
+  OsPal os_;
   ChunkList chunks_;
 };
 static_assert(Pal<ChunkPal>);

@@ -18,8 +18,8 @@
 #include <cstdint>
 
 #include "meta_pool.h"
+#include "os_pal.h"
 #include "pagemap/intrusive_list.h"
-#include "pagemap/pal_linux.h"
 #include "spin_lock.h"
 
 namespace pagemalloc {
@@ -111,7 +111,7 @@ class HugeManager {
 
   const unsigned arena_;
   SpinLock lock_;
-  LinuxPal os_;
+  OsPal os_;
   MetaPool<HugeExtent> records_;
   ExtentList free_;
   ExtentList live_;
