@@ -89,6 +89,24 @@ concept GrowthStrategy = requires(S s, const S cs, std::byte* p, std::size_t n,
   cs.report(state);    // adds the strategy's own counters, totals since construction
 };
 
+// Counts what a growth copies: a reallocation memcpys the old block when it moves it, and
+// the block is full (used bytes) whenever the builder grows it.
+class MoveCopies {
+ public:
+  void count(const std::byte* old, const std::byte* grown, std::size_t used) {
+    if (old != nullptr && grown != nullptr && grown != old) copied_ += used;
+  }
+
+  void report(benchmark::State& state) const {
+    state.counters["bytes_copied"] = benchmark::Counter(
+        static_cast<double>(copied_), benchmark::Counter::kAvgIterations,
+        benchmark::Counter::kIs1024);
+  }
+
+ private:
+  std::size_t copied_ = 0;  // bytes, since construction
+};
+
 // glibc without an aligned realloc: Arrow's path before jemalloc.
 class GlibcAlignedAllocMemcpy {
  public:
@@ -100,21 +118,17 @@ class GlibcAlignedAllocMemcpy {
     auto* grown = static_cast<std::byte*>(std::aligned_alloc(kAlignment, new_capacity));
     if (grown == nullptr) return nullptr;
     if (used != 0) std::memcpy(grown, old, used);
-    copied_ += used;
+    copies_.count(old, grown, used);
     std::free(old);
     return grown;
   }
 
   void release(std::byte* data) { std::free(data); }
 
-  void report(benchmark::State& state) const {
-    state.counters["bytes_copied"] = benchmark::Counter(
-        static_cast<double>(copied_), benchmark::Counter::kAvgIterations,
-        benchmark::Counter::kIs1024);
-  }
+  void report(benchmark::State& state) const { copies_.report(state); }
 
  private:
-  std::size_t copied_ = 0;  // bytes, since construction
+  MoveCopies copies_;
 };
 
 // glibc realloc: may grow in place or move by mremap, but loses the 64-byte alignment.
@@ -131,24 +145,6 @@ class GlibcRealloc {
   void release(std::byte* data) { std::free(data); }
 
   void report(benchmark::State&) const {}
-};
-
-// Counts what a peer's own aligned reallocation copies: it memcpys the old block when it
-// moves it, and the block is full (used bytes) whenever the builder grows it.
-class MoveCopies {
- public:
-  void count(const std::byte* old, const std::byte* grown, std::size_t used) {
-    if (old != nullptr && grown != nullptr && grown != old) copied_ += used;
-  }
-
-  void report(benchmark::State& state) const {
-    state.counters["bytes_copied"] = benchmark::Counter(
-        static_cast<double>(copied_), benchmark::Counter::kAvgIterations,
-        benchmark::Counter::kIs1024);
-  }
-
- private:
-  std::size_t copied_ = 0;  // bytes, since construction
 };
 
 // jemalloc's aligned reallocation, as Arrow used it: mallocx / rallocx / dallocx.
