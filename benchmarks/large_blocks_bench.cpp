@@ -14,6 +14,7 @@
 // under the process) or Pagemalloc (pm_malloc/pm_free), both in this one process. Each block
 // has one byte written per 4 KiB page of its first 64 KiB, so the allocator cannot hand out
 // pages it never maps, but the measure stays the allocator's work rather than memset's.
+#include "allocator_calls.h"
 #include "bench_context.h"
 
 #include <benchmark/benchmark.h>
@@ -35,15 +36,8 @@ constexpr std::uint64_t kSeed = 2024;
 constexpr std::size_t kTouchedBytes = 64 * 1024;
 constexpr std::size_t kTouchStride = 4096;
 
-struct Malloc {
-  static void* allocate(std::size_t size) { return std::malloc(size); }
-  static void release(void* p) { std::free(p); }
-};
-
-struct Pagemalloc {
-  static void* allocate(std::size_t size) { return pm_malloc(size); }
-  static void release(void* p) { pm_free(p); }
-};
+using pagemalloc::bench::Malloc;
+using pagemalloc::bench::Pagemalloc;
 
 void touch(void* block) {
   auto* bytes = static_cast<unsigned char*>(block);

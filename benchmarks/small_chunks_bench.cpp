@@ -24,6 +24,7 @@
 // items_per_second, the total throughput of the N threads. The seed's measure, the time in
 // which each of N threads does its round, is the counter round_wall_s (about N times the
 // reported time).
+#include "allocator_calls.h"
 #include "bench_context.h"
 
 #include <benchmark/benchmark.h>
@@ -40,15 +41,8 @@ constexpr std::size_t kChunks = 1600;
 constexpr std::size_t kThreadedChunkBytes = 128;
 static_assert(kChunks % 2 == 0, "the chunks split into two equal halves");
 
-struct Malloc {
-  static void* allocate(std::size_t size) { return std::malloc(size); }
-  static void release(void* p) { std::free(p); }
-};
-
-struct Pagemalloc {
-  static void* allocate(std::size_t size) { return pm_malloc(size); }
-  static void release(void* p) { pm_free(p); }
-};
+using pagemalloc::bench::Malloc;
+using pagemalloc::bench::Pagemalloc;
 
 // One explicit arena per thread, created on first use and destroyed at thread exit.
 class ThreadArena {

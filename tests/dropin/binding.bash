@@ -1,5 +1,7 @@
 # Sourced by the drop-in tests (not a test itself: ctest runs tests/dropin/*.sh only).
 #
+#   take_library_argument "$@"   sets lib to the absolute path of the test's one argument
+#   make_work_directory          sets work to a fresh directory, removed when the test exits
 #   expect_malloc_bound_to LIB LD_DEBUG_FILES...
 #   expect_same_output_with_preload LIB WORK_DIR
 #
@@ -35,4 +37,14 @@ expect_same_output_with_preload() {
   fi
   run "$work/bindings.out" LD_PRELOAD="$lib" LD_DEBUG=bindings LD_DEBUG_OUTPUT="$work/ld"
   expect_malloc_bound_to "$lib" "$work"/ld.*
+}
+
+take_library_argument() {
+  [ $# -eq 1 ] || { echo "usage: $0 path/to/libpagemalloc.so" >&2; exit 2; }
+  lib=$(realpath -e -- "$1") || { echo "FAIL: no such library: $1" >&2; exit 1; }
+}
+
+make_work_directory() {
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
 }

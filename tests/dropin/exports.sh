@@ -8,9 +8,9 @@
 # export (the fmt the library is built with, the allocator's own C++ code) could take the
 # place of a program's symbol of the same name, or bind the library to the program's copy.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
-[ $# -eq 1 ] || { echo "usage: $0 path/to/libpagemalloc.so" >&2; exit 2; }
-lib=$(realpath -e -- "$1") || { echo "FAIL: no such library: $1" >&2; exit 1; }
+take_library_argument "$@"
 
 exported=$(nm -D --defined-only -- "$lib" | awk '{print $3}' | sort)
 required="aligned_alloc calloc free malloc malloc_usable_size memalign posix_memalign pvalloc

@@ -15,12 +15,10 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
-[ $# -eq 1 ] || { echo "usage: $0 path/to/libpagemalloc.so" >&2; exit 2; }
-lib=$(realpath -e -- "$1") || { echo "FAIL: no such library: $1" >&2; exit 1; }
+take_library_argument "$@"
 python=/usr/bin/python3   # Debian's interpreter; python3 on PATH may be a pyenv shim
 [ -x "$python" ] || { echo "FAIL: $python not found (apt-get install python3)" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+make_work_directory
 
 cat >"$work/fork.py" <<'PY'
 import os, signal, sqlite3, sys, threading

@@ -10,13 +10,11 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
-[ $# -eq 1 ] || { echo "usage: $0 path/to/libpagemalloc.so" >&2; exit 2; }
-lib=$(realpath -e -- "$1") || { echo "FAIL: no such library: $1" >&2; exit 1; }
+take_library_argument "$@"
 for tool in g++ cmp; do
   command -v "$tool" >/dev/null || { echo "FAIL: $tool not found" >&2; exit 1; }
 done
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+make_work_directory
 
 cat >"$work/words.cpp" <<'CPP'
 #include <algorithm>

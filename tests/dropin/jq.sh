@@ -10,12 +10,10 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
-[ $# -eq 1 ] || { echo "usage: $0 path/to/libpagemalloc.so" >&2; exit 2; }
-lib=$(realpath -e -- "$1") || { echo "FAIL: no such library: $1" >&2; exit 1; }
+take_library_argument "$@"
 jq=$(command -v jq || true)
 [ -n "$jq" ] || { echo "FAIL: jq not found (bash tools/install-deps.sh)" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+make_work_directory
 
 "$jq" -n -c '[range(0; 10000) | (. * 7919 % 10007) as $x
   | {id: ., group: "g\($x % 37)", score: ($x * 31 % 1000),

@@ -11,12 +11,10 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
-[ $# -eq 1 ] || { echo "usage: $0 path/to/libpagemalloc.so" >&2; exit 2; }
-lib=$(realpath -e -- "$1") || { echo "FAIL: no such library: $1" >&2; exit 1; }
+take_library_argument "$@"
 lua=$(command -v lua5.4 || true)
 [ -n "$lua" ] || { echo "FAIL: lua5.4 not found (bash tools/install-deps.sh)" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+make_work_directory
 
 cat >"$work/tables.lua" <<'LUA'
 -- A linear congruential generator: the same words on every run, whatever Lua's own seed.

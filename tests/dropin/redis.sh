@@ -18,8 +18,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
-[ $# -eq 1 ] || { echo "usage: $0 path/to/libpagemalloc.so" >&2; exit 2; }
-lib=$(realpath -e -- "$1") || { echo "FAIL: no such library: $1" >&2; exit 1; }
+take_library_argument "$@"
 for tool in redis-server redis-cli redis-benchmark awk cmp; do
   command -v "$tool" >/dev/null ||
     { echo "FAIL: $tool not found (bash tools/install-deps.sh)" >&2; exit 1; }

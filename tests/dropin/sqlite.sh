@@ -10,12 +10,10 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
-[ $# -eq 1 ] || { echo "usage: $0 path/to/libpagemalloc.so" >&2; exit 2; }
-lib=$(realpath -e -- "$1") || { echo "FAIL: no such library: $1" >&2; exit 1; }
+take_library_argument "$@"
 sqlite=$(command -v sqlite3 || true)
 [ -n "$sqlite" ] || { echo "FAIL: sqlite3 not found (bash tools/install-deps.sh)" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+make_work_directory
 
 cat >"$work/queries.sql" <<'SQL'
 CREATE TABLE items(id INTEGER PRIMARY KEY, grp INTEGER, score INTEGER, name TEXT);
