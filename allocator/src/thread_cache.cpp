@@ -30,7 +30,10 @@ constinit CacheRegistry registry;
 }  // namespace
 
 ThreadCache::ThreadCache() {
-  for (unsigned c = 0; c < kNumClasses; ++c) bins_[c].slots = slot_storage_ + kCacheSlotOffsets[c];
+  for (unsigned c = 0; c < kNumClasses; ++c) {
+    bins_[c].slots = slot_storage_ + kCacheSlotOffsets[c];
+    bins_[c].limit = initial_limit(c);
+  }
 }
 
 ThreadCache* ThreadCache::create(Arena& arena) {

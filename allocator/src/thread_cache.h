@@ -1,12 +1,13 @@
 // Thread caches: a stack of free regions per size class and thread, so that most small
 // allocations and frees touch no lock (jemalloc's tcache, tcmalloc's thread cache).
 //
-// Each class's stack starts with room for kInitialLimit regions and grows, as tcmalloc's
-// free lists do, when a thread frees more of that class than it holds: an overflow raises the
-// class's limit (doubling it, up to capacity(class)) while the thread's budget allows, and
-// only flushes when it does not. The budget, kBudgetBytes, bounds the bytes by which one
-// thread's limits may grow above kInitialLimit regions each. The storage for every class's
-// largest stack is reserved in the cache record; its pages are touched only as stacks fill.
+// Each class's stack starts with room for initial_limit(class) regions (64, or 32 KiB worth
+// for the larger classes) and grows, as tcmalloc's free lists do, when a thread frees more of
+// that class than it holds: an overflow raises the class's limit (doubling it, up to
+// capacity(class)) while the thread's budget allows, and only flushes when it does not. The
+// budget, kBudgetBytes, bounds the bytes by which one thread's limits may grow above their
+// initial ones. The storage for every class's largest stack is reserved in the cache record;
+// its pages are touched only as stacks fill.
 //
 // A cache is filled from its arena and flushed back to it in batches (at most half its
 // limit), under one lock acquisition each. The cache record comes from a pool (not from TLS, whose
@@ -35,7 +36,15 @@ namespace pagemalloc {
 
 class Arena;
 
-inline constexpr unsigned kCacheInitialLimit = 64;  // regions per class at first
+inline constexpr unsigned kCacheInitialLimit = 64;  // regions per class at first, at most
+
+// The regions a thread cache holds of a class at first: 32 KiB worth, at least 4, at most
+// kCacheInitialLimit (every class up to 512 bytes starts at 64). A thread that uses few
+// regions of a large class keeps little of it: 64 regions of every class would be 6.8 MiB.
+constexpr unsigned cache_initial_limit(unsigned size_class) {
+  const std::size_t by_bytes = (std::size_t{32} << 10) / kSizeClasses[size_class].size;
+  return by_bytes < 4 ? 4 : by_bytes > kCacheInitialLimit ? kCacheInitialLimit : unsigned(by_bytes);
+}
 
 // The most regions a thread cache holds of a class: 512 KiB worth, at least
 // kCacheInitialLimit, at most 2048.
@@ -55,7 +64,9 @@ inline constexpr auto kCacheSlotOffsets = [] {
 
 class ThreadCache {
  public:
-  static constexpr unsigned kInitialLimit = kCacheInitialLimit;
+  static constexpr unsigned initial_limit(unsigned size_class) {
+    return cache_initial_limit(size_class);
+  }
   static constexpr std::size_t kBudgetBytes = 1 << 20;  // growth of one thread's limits
   static constexpr unsigned kMaxRefill = 256;           // regions per refill at most
   static constexpr unsigned capacity(unsigned size_class) { return cache_capacity(size_class); }
@@ -122,7 +133,7 @@ class ThreadCache {
  private:
   struct Bin {
     std::atomic<std::uint32_t> count{0};  // written by the owner only; read by statistics
-    std::uint32_t limit = kInitialLimit;   // regions it may hold now, <= capacity(class)
+    std::uint32_t limit = 0;               // regions it may hold now, <= capacity(class)
     void** slots = nullptr;                // capacity(class) slots in the record's storage
     bool mixed = false;                    // may hold regions of other arenas
   };
@@ -142,7 +153,7 @@ class ThreadCache {
   Arena* arena_ = nullptr;
   ThreadCache* prev_ = nullptr;  // the list of live caches
   ThreadCache* next_ = nullptr;
-  std::size_t grown_bytes_ = 0;  // sum over classes of (limit - kInitialLimit) * size
+  std::size_t grown_bytes_ = 0;  // sum over classes of (limit - initial_limit) * size
   Bin bins_[kNumClasses];
   void* slot_storage_[kCacheSlotOffsets[kNumClasses]];
 };
