@@ -32,11 +32,11 @@ TEST(SizeClasses, EverySizeRoundTripsToTheSmallestClassThatHoldsIt) {
   }
 }
 
-TEST(SizeClasses, WasteIsAtMostAQuarterAbove48BytesAndUnderTheGranuleBelow) {
+TEST(SizeClasses, WasteIsAtMostAnEighthAbove128BytesAndUnderTheGranuleBelow) {
   for (std::size_t size = 1; size <= kMaxSmallSize; ++size) {
     const std::size_t block = kSizeClasses[size_class_of(size)].size;
-    if (size > 48) {
-      ASSERT_LE((block - size) * 4, block) << "size " << size << " -> " << block;
+    if (size > 128) {
+      ASSERT_LE((block - size) * 8, block) << "size " << size << " -> " << block;
     } else {
       ASSERT_LT(block - size, 16u) << "size " << size << " -> " << block;
     }
