@@ -73,13 +73,16 @@ class Arena {
   using Runs = SelectedRuns<ChunkPal>;
   static_assert(RunManager<Runs>);
 
-  constexpr explicit Arena(unsigned index)
-      : index_(index), pal_(this), runs_(pal_), stash_slots_{} {}
+  // huge: the huge blocks' manager that gives back its cache before a chunk is mapped
+  // (chunk_pal.h), or nullptr.
+  constexpr explicit Arena(unsigned index, HugeManager* huge = nullptr)
+      : index_(index), pal_(this, huge), runs_(pal_), stash_slots_{} {}
   // For an arena placed in memory of its own: the stashes (most of the arena's size) are left
   // unwritten, so that an arena whose stashes are never used (an explicit one) never makes
   // their pages resident. A stash slot is only read after it was written.
   struct LeaveStashesUnwritten {};
-  Arena(unsigned index, LeaveStashesUnwritten) : index_(index), pal_(this), runs_(pal_) {}
+  Arena(unsigned index, HugeManager* huge, LeaveStashesUnwritten)
+      : index_(index), pal_(this, huge), runs_(pal_) {}
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 

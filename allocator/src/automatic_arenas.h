@@ -10,7 +10,8 @@
 //   deterministic      one: the same calls give the same layout on every run
 //
 // Arena 0 is part of the heap's static storage; the others are mapped on first use (their
-// stashes, most of their size, stay unwritten until a cache flushes to them).
+// stashes, most of their size, stay unwritten until a cache flushes to them). All of them
+// share one manager of huge blocks, whose cache they ask to give back before they map a chunk.
 #pragma once
 
 #include <atomic>
@@ -26,7 +27,8 @@ class AutomaticArenas {
   static constexpr unsigned kMaxArenas = 256;
   static constexpr unsigned kMaxDefaultArenas = 64;
 
-  constexpr AutomaticArenas() = default;
+  // huge: the automatic arenas' huge blocks (heap.h).
+  constexpr explicit AutomaticArenas(HugeManager* huge) : huge_(huge), first_{0, huge} {}
 
   // Four per CPU of the process's affinity mask, at most kMaxDefaultArenas.
   static unsigned default_count();
@@ -73,7 +75,8 @@ class AutomaticArenas {
 
   static inline constinit thread_local Arena* t_arena_ = nullptr;
 
-  Arena first_{0};
+  HugeManager* huge_;
+  Arena first_;
   std::atomic<unsigned> count_{1};
   std::atomic<unsigned> next_{0};           // the next thread's arena, modulo count_
   SpinLock lock_;                           // mapping of arenas 1 .. count_-1

@@ -1,6 +1,9 @@
 // The OS layer an arena's run manager uses: Linux mmap (os_pal.h), plus a record in the
 // address map of every chunk it reserves, so that free() can tell an arena's pointer from a
 // foreign one (and find its arena), and a list of them, so that a reset can walk them all.
+// Before a chunk is mapped, the huge blocks' manager beside the arena (if it has one) unmaps
+// as many bytes of the free extents it caches (huge.h), so that a program whose memory moves
+// from huge blocks to small ones does not keep both.
 #pragma once
 
 #include <cstddef>
@@ -8,16 +11,18 @@
 
 #include "address_map.h"
 #include "chunk_list.h"
+#include "huge.h"
 #include "os_pal.h"
 
 namespace pagemalloc {
 
 class ChunkPal {
  public:
-  constexpr explicit ChunkPal(const void* arena) : arena_(arena) {}
+  constexpr ChunkPal(const void* arena, HugeManager* huge) : arena_(arena), huge_(huge) {}
 
   // Requires: bytes == align == kChunkSize (the run managers reserve whole chunks only).
   void* reserve(std::size_t bytes, std::size_t align) {
+    if (huge_ != nullptr) huge_->give_back(bytes);
     void* p = os_.reserve(bytes, align);
     if (p == nullptr) return nullptr;
     if (!chunks_.add(static_cast<std::byte*>(p))) {
@@ -47,6 +52,7 @@ class ChunkPal {
 
  private:
   const void* arena_;
+  HugeManager* huge_;  // may be nullptr
   OsPal os_;
   ChunkList chunks_;
 };

@@ -30,10 +30,10 @@ namespace pagemalloc {
 
 struct ExplicitArena {
   explicit ExplicitArena(unsigned index)
-      : blocks(index, Arena::LeaveStashesUnwritten{}), huge(index) {}
+      : huge(index), blocks(index, &huge, Arena::LeaveStashesUnwritten{}) {}
 
-  Arena blocks;                     // small and large blocks
   HugeManager huge;                 // huge blocks
+  Arena blocks;                     // small and large blocks
   std::atomic<bool> live{false};    // between create and destroy
 };
 

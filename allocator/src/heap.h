@@ -110,7 +110,7 @@ class Heap {
   void deallocate_small(Arena& owner, Slab* slab, void* p, const char* call);
 
   std::atomic<int> init_state_{kUninitialized};
-  AutomaticArenas automatic_;   // indices 0 .. automatic_.count()-1
+  AutomaticArenas automatic_{&huge_};  // indices 0 .. automatic_.count()-1
   HugeManager huge_{kNoArena};  // the automatic arenas' huge blocks
   ExplicitArenas explicit_;     // indices automatic_.count() ..
   std::atomic<std::size_t> copied_{0};

@@ -247,18 +247,49 @@ void HugeManager::tick() {
   }
 }
 
+// Requires: lock_ held; e on the free list. Unmaps it and drops its record.
+void HugeManager::unmap_free(HugeExtent* e) {
+  free_.remove(e);
+  unpublish(e);
+  os_.release(e->base, e->reserved);
+  cached_ -= e->reserved;
+  mapped_ -= e->reserved;
+  purged_ += e->reserved;
+  records_.release(e);
+}
+
 // Requires: lock_ held. Unmaps free extents older than min_age_ms.
 void HugeManager::purge(std::uint64_t min_age_ms) {
   while (HugeExtent* e = free_.front()) {
     if (now_ms_ - e->freed_at_ms < min_age_ms) break;
-    free_.remove(e);
-    unpublish(e);
-    os_.release(e->base, e->reserved);
-    cached_ -= e->reserved;
-    mapped_ -= e->reserved;
-    purged_ += e->reserved;
-    records_.release(e);
+    unmap_free(e);
   }
+}
+
+std::size_t HugeManager::give_back(std::size_t bytes) {
+  LockGuard guard(lock_);
+  std::size_t given = 0;
+  while (given < bytes) {
+    HugeExtent* e = free_.front();
+    if (e == nullptr) break;
+    const std::size_t want = round_up(bytes - given, kChunkSize);
+    if (want >= e->reserved) {
+      given += e->reserved;
+      unmap_free(e);
+      continue;
+    }
+    // Only the extent's first granules: the rest stays cached, under the same record.
+    unpublish(e);
+    os_.release(e->base, want);
+    e->base += want;
+    e->reserved -= want;
+    publish(e);
+    cached_ -= want;
+    mapped_ -= want;
+    purged_ += want;
+    given += want;
+  }
+  return given;
 }
 
 void HugeManager::purge_all() {

@@ -1,0 +1,91 @@
+// The huge blocks' cache gives back before an arena beside it grows (huge.h, chunk_pal.h):
+// before a chunk is mapped, as many bytes of cached free extents are unmapped first. Each
+// test runs in an explicit arena of its own (its own huge blocks' manager and chunks), with
+// the decay switched off, so that only the give-back can unmap the cache; the arena's
+// `mapped` tells what the OS holds for it.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstring>
+
+#include "pagemalloc/pagemalloc.h"
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+class HugeGiveBack : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const long never = -1;
+    ASSERT_EQ(pm_ctl("decay_ms", &saved_decay_, &never), 0);
+    arena_ = pm_arena_create();
+    ASSERT_NE(arena_, 0u);
+  }
+  void TearDown() override {
+    EXPECT_EQ(pm_arena_destroy(arena_), 0);
+    pm_ctl("decay_ms", nullptr, &saved_decay_);
+  }
+
+  std::size_t mapped() const {
+    pm_arena_stats s{};
+    EXPECT_EQ(pm_arena_stats_get(arena_, &s), 0);
+    return s.mapped;
+  }
+  void* alloc(std::size_t bytes) {
+    void* p = pm_mallocx(bytes, PM_ARENA(arena_));
+    EXPECT_NE(p, nullptr);
+    if (p != nullptr) std::memset(p, 0x5a, bytes);  // resident, as a program's would be
+    return p;
+  }
+  void release(void* p) { pm_dallocx(p, PM_ARENA(arena_)); }
+
+  long saved_decay_ = 0;
+  unsigned arena_ = 0;
+};
+
+TEST_F(HugeGiveBack, AFreedExtentIsReusedAsItIsWithoutMappingMore) {
+  void* first = alloc(8 * kMiB);
+  release(first);
+  const std::size_t cached = mapped();
+  void* again = alloc(8 * kMiB);
+  EXPECT_EQ(again, first);
+  EXPECT_EQ(mapped(), cached);
+  release(again);
+}
+
+TEST_F(HugeGiveBack, AHugeBlockThatNoExtentFitsLeavesTheCacheAlone) {
+  const std::size_t before = mapped();
+  release(alloc(4 * kMiB));
+  void* big = alloc(8 * kMiB);  // mapped anew; the 4 MiB extent stays for a later fit
+  EXPECT_GE(mapped(), before + 12 * kMiB);
+  void* fits = alloc(4 * kMiB);
+  EXPECT_LE(mapped(), before + 12 * kMiB + kMiB);
+  release(fits);
+  release(big);
+}
+
+TEST_F(HugeGiveBack, NewChunksForSmallerBlocksUnmapTheCacheFirst) {
+  release(alloc(8 * kMiB));
+  const std::size_t cached = mapped();
+  // Six runs of 1.5 MiB: one per 2 MiB chunk, 12 MiB of chunks in all.
+  void* runs[6];
+  for (void*& p : runs) p = alloc(3 * kMiB / 2);
+  // Without the give-back the arena would map 12 MiB more; with it, 12 - 8 = 4 MiB.
+  EXPECT_LE(mapped(), cached + 4 * kMiB + kMiB);
+  for (void* p : runs) release(p);
+}
+
+TEST_F(HugeGiveBack, OnlyWhatIsNeededLeavesTheCache) {
+  release(alloc(16 * kMiB));
+  const std::size_t cached = mapped();
+  void* run = alloc(3 * kMiB / 2);  // one chunk: 2 MiB of the 16 go back
+  EXPECT_EQ(mapped(), cached);       // whatever the chunk's metadata, at most the same
+  // The 14 MiB left are still cached: a block of 12 MiB is carved from them.
+  void* big = alloc(12 * kMiB);
+  EXPECT_LE(mapped(), cached + kMiB);
+  release(big);
+  release(run);
+}
+
+}  // namespace
