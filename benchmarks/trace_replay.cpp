@@ -127,7 +127,8 @@ struct ReplayOp {
   std::uint16_t manager = 0;    // index of the run manager (recorded instance - 1)
   std::uint32_t slot = 0;       // the run's slot
   std::uint32_t pages = 0;      // Alloc, GrowInPlace, ShrinkInPlace, TrimHead: n
-  std::uint64_t value = 0;      // Purge: minimum age (ms); AdvanceClock: now (ms);
+  std::uint64_t value = 0;      // Purge: minimum age (ms); PurgeOldest: pages;
+                                // AdvanceClock: now (ms);
                                 // Alloc: where the recording placed the run (place_of)
 };
 
@@ -154,7 +155,7 @@ struct Program {
   std::uintmax_t file_bytes = 0;
   OpTally tally;
 
-  // The calls that change runs: all but purge and advance_clock.
+  // The calls that change runs: all but the purges and advance_clock.
   [[nodiscard]] std::uint64_t run_ops() const {
     const auto count = [&](TraceOp op) { return tally.by_op[static_cast<std::size_t>(op)]; };
     return count(TraceOp::Alloc) + count(TraceOp::Free) + count(TraceOp::GrowInPlace) +
@@ -171,6 +172,7 @@ std::string_view op_name(TraceOp op) {
     case TraceOp::ShrinkInPlace: return "shrink_in_place";
     case TraceOp::TrimHead: return "trim_head";
     case TraceOp::Purge: return "purge";
+    case TraceOp::PurgeOldest: return "purge_oldest";
     case TraceOp::AdvanceClock: return "advance_clock";
   }
   return "unknown";
@@ -284,6 +286,7 @@ std::optional<Program> load_trace(const std::string& path) {
         break;
       }
       case TraceOp::Purge:
+      case TraceOp::PurgeOldest:
       case TraceOp::AdvanceClock:
         op.value = r.argument;
         break;
@@ -366,6 +369,9 @@ class Replay {
           break;
         case TraceOp::Purge:
           runs.purge(op.value);
+          break;
+        case TraceOp::PurgeOldest:
+          runs.purge_oldest(PageCount(op.value));
           break;
         case TraceOp::AdvanceClock:
           runs.advance_clock(op.value);

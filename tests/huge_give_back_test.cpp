@@ -1,8 +1,10 @@
-// The huge blocks' cache gives back before an arena beside it grows (huge.h, chunk_pal.h):
-// before a chunk is mapped, as many bytes of cached free extents are unmapped first. Each
+// Free pages are not kept on one side while the other maps more (huge.h): before an arena
+// maps a chunk, the huge blocks' manager beside it unmaps as many bytes of the free extents it
+// caches (chunk_pal.h); after the manager maps more, the arena purges as many bytes of its
+// oldest free pages (a wholly free chunk goes back to the OS). Each
 // test runs in an explicit arena of its own (its own huge blocks' manager and chunks), with
-// the decay switched off, so that only the give-back can unmap the cache; the arena's
-// `mapped` tells what the OS holds for it.
+// the decay switched off, so that only these can unmap; the arena's `mapped` tells what the
+// OS holds for it.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -86,6 +88,28 @@ TEST_F(HugeGiveBack, OnlyWhatIsNeededLeavesTheCache) {
   EXPECT_LE(mapped(), cached + kMiB);
   release(big);
   release(run);
+}
+
+TEST_F(HugeGiveBack, AHugeBlockMappedAnewHasTheArenaPurgeItsOldestFreePages) {
+  void* runs[6];  // one 1.5 MiB run per 2 MiB chunk
+  for (void*& p : runs) p = alloc(3 * kMiB / 2);
+  for (void* p : runs) release(p);
+  const std::size_t dirty = mapped();  // six wholly free chunks, dirty, still mapped
+  void* big = alloc(8 * kMiB);
+  // 8 MiB mapped, and at least 8 MiB of free pages purged: four of the chunks, released.
+  EXPECT_LE(mapped(), dirty + 8 * kMiB - 8 * kMiB + kMiB);
+  release(big);
+}
+
+TEST_F(HugeGiveBack, AHugeBlockCarvedFromTheCacheLeavesTheArenaAlone) {
+  release(alloc(8 * kMiB));
+  void* runs[2];
+  for (void*& p : runs) p = alloc(3 * kMiB / 2);  // these two chunks take 4 of the 8 MiB
+  for (void* p : runs) release(p);
+  const std::size_t before = mapped();
+  void* fits = alloc(4 * kMiB);  // carved from the 4 MiB left: nothing mapped, nothing purged
+  EXPECT_EQ(mapped(), before);
+  release(fits);
 }
 
 }  // namespace

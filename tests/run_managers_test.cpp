@@ -3,19 +3,19 @@
 // Every test is a TYPED_TEST over RunManagerTypes, so each variant meets the same contract:
 //
 //   - model tests: long random sequences of alloc, free, trim_head, grow_in_place,
-//     shrink_in_place and advance_clock + purge, checked after every step against a std::map
-//     of the live runs: check_invariants() passes, live runs never overlap and stay in their
-//     chunk's usable pages, free + live pages == chunks * usable pages, grow_in_place
-//     succeeds exactly when the free run after the run is long enough, alloc carves the
-//     best-fitting free run from its start and takes a new chunk only when no free run fits,
-//     and the bytes written into each live run survive everything else. The seed is
-//     PAGEMALLOC_TEST_SEED when set, otherwise a fixed default; a failure prints it so that
-//     the run can be replayed.
+//     shrink_in_place and advance_clock + purge (by age, or the oldest runs first until
+//     enough pages), checked after every step against a std::map of the live runs:
+//     check_invariants() passes, live runs never overlap and stay in their chunk's usable
+//     pages, free + live pages == chunks * usable pages, grow_in_place succeeds exactly when
+//     the free run after the run is long enough, alloc carves the best-fitting free run from
+//     its start and takes a new chunk only when no free run fits, and the bytes written into
+//     each live run survive everything else. The seed is PAGEMALLOC_TEST_SEED when set,
+//     otherwise a fixed default; a failure prints it so that the run can be replayed.
 //   - directed tests: best fit, coalescing of adjacent frees, trimming the head or shrinking
 //     the tail of a run, growing into and being stopped by the next run, runs of
-//     kMaxRunPages, dirty pages and the decay (purge by age, purged pages read zero, wholly
-//     free chunks go back to the OS), the OS refusing memory, and the instrumentation
-//     counters;
+//     kMaxRunPages, dirty pages and the decay (purge by age or oldest first, purged pages
+//     read zero, wholly free chunks go back to the OS), the OS refusing memory, and the
+//     instrumentation counters;
 //   - the fake OS layer itself: reservations are zero-filled, refusals happen on demand.
 #include <gtest/gtest.h>
 
@@ -419,8 +419,20 @@ class RunManagerModel {
     now_ms_ += Uniform(0, 20);
     runs_.advance_clock(now_ms_);
     bool purge_all = std::bernoulli_distribution(0.1)(rng_);
-    std::uint64_t min_age = purge_all ? 0 : Uniform(0, 60);
     std::size_t dirty_before = runs_.dirty_pages().value();
+    if (!purge_all && std::bernoulli_distribution(0.3)(rng_)) {  // by pages instead of by age
+      PageCount want(Uniform(0, 64));
+      PageCount purged = runs_.purge_oldest(want);
+      if (runs_.dirty_pages().value() + purged.value() != dirty_before ||
+          (purged < want && runs_.dirty_pages().value() != 0)) {
+        return testing::AssertionFailure()
+               << "purge_oldest(" << want.value() << ") returned " << purged.value()
+               << " pages but dirty pages went from " << dirty_before << " to "
+               << runs_.dirty_pages().value();
+      }
+      return testing::AssertionSuccess();
+    }
+    std::uint64_t min_age = purge_all ? 0 : Uniform(0, 60);
     PageCount purged = runs_.purge(min_age);
     if (runs_.dirty_pages().value() + purged.value() != dirty_before) {
       return testing::AssertionFailure()
@@ -1098,6 +1110,39 @@ TYPED_TEST(RunManagerTest, PurgeTakesOnlyRunsFreeForAtLeastTheMinimumAge) {
   EXPECT_EQ(this->runs_.chunks(), 1u) << "the chunk still holds live runs";
   EXPECT_TRUE(HasPattern(wall1, 21));
   EXPECT_TRUE(HasPattern(wall2, 22));
+  EXPECT_TRUE(InvariantsHold(this->runs_));
+}
+
+TYPED_TEST(RunManagerTest, PurgeOldestTakesTheOldestRunsUntilEnoughPages) {
+  PageRun oldest = this->Alloc(4);
+  PageRun wall1 = this->Alloc(1);
+  PageRun middle = this->Alloc(6);
+  PageRun wall2 = this->Alloc(1);
+  PageRun youngest = this->Alloc(3);
+  PageRun wall3 = this->Alloc(1);
+  FillPattern(wall1, 31);
+  FillPattern(wall2, 32);
+  FillPattern(wall3, 33);
+  this->runs_.advance_clock(10);
+  this->runs_.free(oldest);
+  this->runs_.advance_clock(20);
+  this->runs_.free(middle);
+  this->runs_.advance_clock(30);
+  this->runs_.free(youngest);
+  ASSERT_EQ(this->runs_.dirty_pages().value(), 13u);
+
+  EXPECT_EQ(this->runs_.purge_oldest(PageCount(0)).value(), 0u);
+  // 3 pages asked: the oldest run (4) is enough, and whole runs go.
+  EXPECT_EQ(this->runs_.purge_oldest(PageCount(3)).value(), 4u);
+  EXPECT_TRUE(ReadsZero(oldest));
+  EXPECT_EQ(this->runs_.dirty_pages().value(), 9u);
+  // 7 pages: the middle run (6) is not enough, the youngest (3) goes too.
+  EXPECT_EQ(this->runs_.purge_oldest(PageCount(7)).value(), 9u);
+  EXPECT_EQ(this->runs_.dirty_pages().value(), 0u);
+  EXPECT_EQ(this->runs_.purge_oldest(PageCount(100)).value(), 0u) << "nothing is dirty";
+  EXPECT_TRUE(HasPattern(wall1, 31));
+  EXPECT_TRUE(HasPattern(wall2, 32));
+  EXPECT_TRUE(HasPattern(wall3, 33));
   EXPECT_TRUE(InvariantsHold(this->runs_));
 }
 

@@ -113,6 +113,9 @@ class Arena {
 
   // Returns the stashed regions to their slabs, then freed pages to the OS.
   void purge_all();
+  // Purges the oldest free dirty pages, at least `bytes` of them if it holds as many (a huge
+  // block beside the arena has just taken as many from the OS: huge.h). Returns the bytes.
+  std::size_t purge_oldest(std::size_t bytes);
   ArenaStats stats();
   // The run manager's invariants: nullptr, or what is broken.
   const char* check_invariants();

@@ -14,6 +14,7 @@
 // share one manager of huge blocks, whose cache they ask to give back before they map a chunk.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 
@@ -61,6 +62,13 @@ class AutomaticArenas {
     const unsigned n = count();
     for (unsigned i = 1; i < n; ++i)
       if (Arena* a = others_[i].load(std::memory_order_acquire)) visit(*a);
+  }
+  // Has the arenas purge at least `bytes` of their oldest free pages, arena 0 first, if they
+  // hold as many (HugeManager::Neighbours of the automatic arenas' huge blocks).
+  void purge_oldest(std::size_t bytes) {
+    for_each([&](Arena& a) {
+      if (bytes != 0) bytes -= std::min(bytes, a.purge_oldest(bytes));
+    });
   }
   // Bytes of the arenas' records mapped so far (metadata, for the statistics).
   std::size_t record_bytes() const;

@@ -30,11 +30,18 @@ namespace pagemalloc {
 
 struct ExplicitArena {
   explicit ExplicitArena(unsigned index)
-      : huge(index), blocks(index, &huge, Arena::LeaveStashesUnwritten{}) {}
+      : huge(index, {&purge_blocks, &blocks}),
+        blocks(index, &huge, Arena::LeaveStashesUnwritten{}) {}
 
   HugeManager huge;                 // huge blocks
   Arena blocks;                     // small and large blocks
   std::atomic<bool> live{false};    // between create and destroy
+
+ private:
+  // HugeManager::Neighbours of huge: context is blocks.
+  static void purge_blocks(void* blocks, std::size_t bytes) {
+    static_cast<Arena*>(blocks)->purge_oldest(bytes);
+  }
 };
 
 class ExplicitArenas {

@@ -108,10 +108,14 @@ class Heap {
              unsigned arena, const char* call);
   void deallocate_slow(void* p, const char* call);
   void deallocate_small(Arena& owner, Slab* slab, void* p, const char* call);
+  // HugeManager::Neighbours of huge_: context is the heap.
+  static void purge_automatic_arenas(void* heap, std::size_t bytes) {
+    static_cast<Heap*>(heap)->automatic_.purge_oldest(bytes);
+  }
 
   std::atomic<int> init_state_{kUninitialized};
   AutomaticArenas automatic_{&huge_};  // indices 0 .. automatic_.count()-1
-  HugeManager huge_{kNoArena};  // the automatic arenas' huge blocks
+  HugeManager huge_{kNoArena, {&purge_automatic_arenas, this}};  // their huge blocks
   ExplicitArenas explicit_;     // indices automatic_.count() ..
   std::atomic<std::size_t> copied_{0};
   std::atomic<std::size_t> grown_in_place_{0};

@@ -96,6 +96,7 @@ void HugeManager::split_off_free_tail(HugeExtent* e, std::size_t keep) {
 
 void* HugeManager::alloc(std::size_t bytes, std::size_t align, bool& zeroed) {
   const std::size_t reserved = round_up(bytes, kChunkSize);
+  Growth growth(neighbours_);
   LockGuard guard(lock_);
   tick();
   HugeExtent* best = nullptr;
@@ -121,6 +122,7 @@ void* HugeManager::alloc(std::size_t bytes, std::size_t align, bool& zeroed) {
     best->reserved = reserved;
     best->in_use = true;
     mapped_ += reserved;
+    growth.add(reserved);
     publish(best);
     zeroed = true;
   }
@@ -179,6 +181,7 @@ std::size_t HugeManager::usable_size(const void* p) {
 bool HugeManager::resize_in_place(void* p, std::size_t bytes) {
   const std::size_t usable = round_up(bytes, kPageSize);
   const std::size_t reserved = round_up(bytes, kChunkSize);
+  Growth growth(neighbours_);
   LockGuard guard(lock_);
   HugeExtent* e = live_extent(p);
   if (e == nullptr) return false;
@@ -198,6 +201,7 @@ bool HugeManager::resize_in_place(void* p, std::size_t bytes) {
     } else if (os_.grow(e->base, e->reserved, reserved)) {
       unpublish(e);
       mapped_ += need;
+      growth.add(need);
       e->reserved = reserved;
       publish(e);
     } else {
@@ -214,6 +218,7 @@ bool HugeManager::resize_in_place(void* p, std::size_t bytes) {
 
 void* HugeManager::remap(void* p, std::size_t bytes) {
   const std::size_t reserved = round_up(bytes, kChunkSize);
+  Growth growth(neighbours_);
   LockGuard guard(lock_);
   HugeExtent* e = live_extent(p);
   if (e == nullptr) return nullptr;
@@ -224,6 +229,7 @@ void* HugeManager::remap(void* p, std::size_t bytes) {
     return nullptr;
   }
   unpublish(e);
+  if (reserved > e->reserved) growth.add(reserved - e->reserved);
   mapped_ += reserved;
   mapped_ -= e->reserved;
   e->base = static_cast<std::byte*>(to);

@@ -38,6 +38,7 @@ concept RunManager = requires(R& r, const R& cr, Run run, PageCount n, std::uint
   { r.trim_head(run, n) } -> std::same_as<void>;        // frees the first n pages
   { r.advance_clock(ms) } -> std::same_as<void>;        // "now", in ms; never goes back
   { r.purge(ms) } -> std::same_as<PageCount>;           // runs free for >= ms go back to the OS
+  { r.purge_oldest(n) } -> std::same_as<PageCount>;     // the oldest dirty runs, >= n pages
   { cr.free_pages() } -> std::same_as<PageCount>;
   { cr.dirty_pages() } -> std::same_as<PageCount>;
   { cr.chunks() } -> std::same_as<std::size_t>;

@@ -133,22 +133,15 @@ class RunManagerCore {
   void advance_clock(std::uint64_t now_ms) { now_ms_ = now_ms; }
 
   PageCount purge(std::uint64_t min_age_ms) {
-    PageCount purged;
-    while (!dirty_.empty()) {
-      auto* node = static_cast<Node*>(dirty_.front());
-      if (now_ms_ - node->freed_at_ms < min_age_ms) break;  // freed_at <= now always
-      FreeSpan span = span_at(node);
-      dirty_.remove(node);
-      dirty_pages_ = dirty_pages_ - span.pages;
-      purged = purged + span.pages;
-      if (span.first == Layout::kFirstRunPage && span.pages == Layout::kUsablePages) {
-        release_chunk(span);
-        continue;
-      }
-      pal_.decommit(Run{span.chunk, span.first, span.pages}.base(), span.pages.bytes());
-      write_free_tags(span.chunk, span.first, span.pages, false);
-    }
-    return purged;
+    return purge_from_oldest([&](const Node* node, PageCount) {
+      return now_ms_ - node->freed_at_ms >= min_age_ms;  // freed_at <= now always
+    });
+  }
+
+  // Purges dirty runs, the oldest first, until at least `at_least` pages are purged or none
+  // is dirty (a huge block is about to take as many pages from the OS: huge.h).
+  PageCount purge_oldest(PageCount at_least) {
+    return purge_from_oldest([&](const Node*, PageCount purged) { return purged < at_least; });
   }
 
   [[nodiscard]] PageCount free_pages() const { return free_pages_; }
@@ -237,6 +230,28 @@ class RunManagerCore {
  private:
   Derived& self() { return static_cast<Derived&>(*this); }
   const Derived& self() const { return static_cast<const Derived&>(*this); }
+
+  // Purges dirty runs from the oldest while go_on(run, pages purged so far) says so. A chunk
+  // left wholly free goes back to the OS; any other run is decommitted and becomes clean.
+  template <class GoOn>
+  PageCount purge_from_oldest(GoOn go_on) {
+    PageCount purged;
+    while (!dirty_.empty()) {
+      auto* node = static_cast<Node*>(dirty_.front());
+      if (!go_on(node, purged)) break;
+      FreeSpan span = span_at(node);
+      dirty_.remove(node);
+      dirty_pages_ = dirty_pages_ - span.pages;
+      purged = purged + span.pages;
+      if (span.first == Layout::kFirstRunPage && span.pages == Layout::kUsablePages) {
+        release_chunk(span);
+        continue;
+      }
+      pal_.decommit(Run{span.chunk, span.first, span.pages}.base(), span.pages.bytes());
+      write_free_tags(span.chunk, span.first, span.pages, false);
+    }
+    return purged;
+  }
 
   void write_free_tags(std::byte* chunk, PageIndex first, PageCount pages, bool dirty) {
     page_entry(chunk, first) = PageEntry::free(pages, dirty);

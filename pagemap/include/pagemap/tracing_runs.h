@@ -52,8 +52,9 @@ enum class TraceOp : std::uint8_t {
   TrimHead = 5,
   Purge = 6,
   AdvanceClock = 7,
+  PurgeOldest = 8,
 };
-inline constexpr std::uint8_t kTraceOpCount = 8;
+inline constexpr std::uint8_t kTraceOpCount = 9;
 
 inline constexpr std::uint64_t kTraceMagic = 0x31'45'43'41'52'54'4d'50;  // "PMTRACE1", LE
 inline constexpr std::uint64_t kTraceVersion = 2;
@@ -69,6 +70,7 @@ inline constexpr std::uint64_t kTraceVersion = 2;
 //   TrimHead       the run before the call        n (pages)      -
 //   Purge          -                              min age (ms)   pages purged
 //   AdvanceClock   -                              now (ms)       -
+//   PurgeOldest    -                              n (pages)      pages purged
 //
 // A run is named by the address of its first page (chunk base + first page * page size).
 struct TraceRecord {
@@ -262,6 +264,12 @@ class TracingRuns {
   PageCount purge(std::uint64_t min_age_ms) {
     const PageCount purged = inner_.purge(min_age_ms);
     record(TraceOp::Purge, Run{}, min_age_ms, purged.value());
+    return purged;
+  }
+
+  PageCount purge_oldest(PageCount at_least) {
+    const PageCount purged = inner_.purge_oldest(at_least);
+    record(TraceOp::PurgeOldest, Run{}, at_least.value(), purged.value());
     return purged;
   }
 
