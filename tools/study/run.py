@@ -87,8 +87,8 @@ def main():
     parser.add_argument("--quick", action="store_true", help="one short round of everything")
     parser.add_argument("--only", default=",".join(PARTS), help="comma-separated parts: " + ", ".join(PARTS))
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
-    parser.add_argument("--program-rounds", type=int, default=3,
-                        help="rounds of the real programs (default 3: about 15 minutes)")
+    parser.add_argument("--program-rounds", type=int, default=5,
+                        help="rounds of the real programs (default 5: about 25 minutes)")
     parser.add_argument("--seed", type=int, default=1, help="order of the rounds, inputs")
     parser.add_argument("--no-build", action="store_true", help="use the build/ trees as they are")
     args = parser.parse_args()
