@@ -200,7 +200,7 @@ void Heap::deallocate_sized(void* p, std::size_t size, std::size_t align, const 
   deallocate(p, call);
 }
 
-std::size_t Heap::usable_size(const void* p, const char* call) {
+std::size_t Heap::usable_size_slow(const void* p, const char* call) {
   return p == nullptr ? 0 : locate(p, call).usable;
 }
 

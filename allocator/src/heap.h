@@ -108,6 +108,7 @@ class Heap {
              unsigned arena, const char* call);
   void deallocate_slow(void* p, const char* call);
   void deallocate_small(Arena& owner, Slab* slab, void* p, const char* call);
+  std::size_t usable_size_slow(const void* p, const char* call);
   // HugeManager::Neighbours of huge_: context is the heap.
   static void purge_automatic_arenas(void* heap, std::size_t bytes) {
     static_cast<Heap*>(heap)->automatic_.purge_oldest(bytes);
@@ -165,6 +166,25 @@ inline void Heap::deallocate(void* p, const char* call) {
     }
   }
   deallocate_slow(p, call);
+}
+
+// A small block's usable size from its page-map entry alone, with no look at its slab's
+// descriptor (redis asks after every allocation and free). Anything else, and a pointer into
+// the middle of a region, goes to locate(), which classifies it or reports the misuse.
+inline std::size_t Heap::usable_size(const void* p, const char* call) {
+  if (!is_chunk_aligned(p)) [[likely]] {
+    std::byte* chunk = chunk_base_of(p);
+    if (AddressMap::tag_of(address_map().get(chunk)) == AddressMap::kArenaChunk) [[likely]] {
+      const PageEntry e = page_entry(chunk, page_index_of(p));
+      if (e.kind() == PageKind::Slab) [[likely]] {
+        const SizeClass& sc = kSizeClasses[e.size_class()];
+        const std::size_t offset = (reinterpret_cast<std::uintptr_t>(p) & (kPageSize - 1)) +
+                                   std::size_t{e.page_in_slab()} * kPageSize;
+        if (std::size_t{region_index(sc, offset)} * sc.size == offset) [[likely]] return sc.size;
+      }
+    }
+  }
+  return usable_size_slow(p, call);
 }
 
 }  // namespace pagemalloc
