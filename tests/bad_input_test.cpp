@@ -512,6 +512,25 @@ TEST_F(MisuseDeathTest, FreeOfGlibcPointerAborts) {
   EXPECT_DEATH(pm_free(std::malloc(64)), kNotOurs);
 }
 
+// The usable-size calls read a small block's size from its page-map entry (heap.h): a pointer
+// into a region, on any page of its slab, is still reported, without checks.
+TEST_F(MisuseDeathTest, UsableSizeOfInteriorPointerOfSmallBlockAborts) {
+  EXPECT_DEATH(
+      {
+        auto* p = static_cast<char*>(pm_malloc(64));
+        pm_malloc_usable_size(p + 8);
+      },
+      "pagemalloc: pm_malloc_usable_size\\(0x[0-9a-f]+\\): not the start of a block");
+  EXPECT_DEATH(
+      {
+        // A 416-byte region: the thread cache hands out the last of a refill first, on a
+        // later page of its 13-page slab.
+        auto* p = static_cast<char*>(pm_malloc(400));
+        pm_malloc_usable_size(p + 8);
+      },
+      "pagemalloc: pm_malloc_usable_size\\(0x[0-9a-f]+\\): not the start of a block");
+}
+
 TEST_F(MisuseDeathTest, FreeOfPointerIntoStaticArrayAborts) {
   static char storage[256];
   EXPECT_DEATH(pm_free(storage + 16), kNotOurs);
