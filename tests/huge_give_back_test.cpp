@@ -112,4 +112,49 @@ TEST_F(HugeGiveBack, AHugeBlockCarvedFromTheCacheLeavesTheArenaAlone) {
   release(fits);
 }
 
+// The same two ways on the automatic arenas and their shared huge blocks' manager (the
+// heap's wiring, heap.h), through pm_malloc and the heap's statistics.
+class HugeGiveBackAutomatic : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const long never = -1;
+    ASSERT_EQ(pm_ctl("decay_ms", &saved_decay_, &never), 0);
+    pm_purge();  // no extent or free page left from an earlier test of this process
+  }
+  void TearDown() override { pm_ctl("decay_ms", nullptr, &saved_decay_); }
+
+  static std::size_t mapped() {
+    pm_stats s{};
+    pm_stats_get(&s);
+    return s.mapped;
+  }
+  static void* alloc(std::size_t bytes) {
+    void* p = pm_malloc(bytes);
+    EXPECT_NE(p, nullptr);
+    if (p != nullptr) std::memset(p, 0x5a, bytes);
+    return p;
+  }
+
+  long saved_decay_ = 0;
+};
+
+TEST_F(HugeGiveBackAutomatic, NewChunksUnmapTheSharedCacheFirst) {
+  pm_free(alloc(8 * kMiB));
+  const std::size_t cached = mapped();
+  void* runs[6];
+  for (void*& p : runs) p = alloc(3 * kMiB / 2);
+  EXPECT_LE(mapped(), cached + 4 * kMiB + kMiB);
+  for (void* p : runs) pm_free(p);
+}
+
+TEST_F(HugeGiveBackAutomatic, AHugeBlockMappedAnewHasTheArenasPurge) {
+  void* runs[6];
+  for (void*& p : runs) p = alloc(3 * kMiB / 2);
+  for (void* p : runs) pm_free(p);
+  const std::size_t dirty = mapped();
+  void* big = alloc(8 * kMiB);
+  EXPECT_LE(mapped(), dirty + kMiB);
+  pm_free(big);
+}
+
 }  // namespace

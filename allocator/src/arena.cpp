@@ -281,7 +281,6 @@ void Arena::free_every_block(std::byte* chunk) {
 
 std::size_t Arena::purge_oldest(std::size_t bytes) {
   LockGuard guard(lock_);
-  if (runs_.dirty_pages().value() == 0) return 0;
   const PageCount purged = runs_.purge_oldest(PageCount::covering(bytes));
   purged_pages_ += purged.value();
   return purged.bytes();

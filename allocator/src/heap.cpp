@@ -150,12 +150,9 @@ Heap::Block Heap::locate(const void* p, const char* call) {
   PageEntry e = page_entry(chunk, page_index_of(p));
   switch (e.kind()) {
     case PageKind::Slab: {
-      const auto* slab = static_cast<const Slab*>(e.slab_descriptor());
-      const SizeClass& sc = kSizeClasses[slab->size_class];
-      std::size_t offset = std::size_t(static_cast<const std::byte*>(p) - slab->base);
-      if (std::size_t(region_index(sc, offset)) * sc.size != offset)
-        report_misuse(call, p, "not the start of a block");
-      return {BlockKind::Small, sc.size, slab->size_class, arena, nullptr};
+      const SizeClass& sc = kSizeClasses[e.size_class()];
+      if (!starts_region(p, e, sc)) report_misuse(call, p, "not the start of a block");
+      return {BlockKind::Small, sc.size, e.size_class(), arena, nullptr};
     }
     case PageKind::Large:
       if (!is_aligned(p, kPageSize)) report_misuse(call, p, "not the start of a block");

@@ -123,6 +123,15 @@ class Heap {
   std::atomic<std::size_t> moved_by_copy_{0};
 };
 
+// Whether p, in a slab page whose page-map entry is e, is the start of one of its regions.
+// The page's distance from the slab's start gives p's offset in the slab: the slab's
+// descriptor is not read.
+inline bool starts_region(const void* p, PageEntry e, const SizeClass& sc) {
+  const std::size_t offset = (reinterpret_cast<std::uintptr_t>(p) & (kPageSize - 1)) +
+                             std::size_t{e.page_in_slab()} * kPageSize;
+  return std::size_t{region_index(sc, offset)} * sc.size == offset;
+}
+
 template <class T>
 union NoDestroy {
   constexpr NoDestroy() : value() {}
@@ -178,9 +187,7 @@ inline std::size_t Heap::usable_size(const void* p, const char* call) {
       const PageEntry e = page_entry(chunk, page_index_of(p));
       if (e.kind() == PageKind::Slab) [[likely]] {
         const SizeClass& sc = kSizeClasses[e.size_class()];
-        const std::size_t offset = (reinterpret_cast<std::uintptr_t>(p) & (kPageSize - 1)) +
-                                   std::size_t{e.page_in_slab()} * kPageSize;
-        if (std::size_t{region_index(sc, offset)} * sc.size == offset) [[likely]] return sc.size;
+        if (starts_region(p, e, sc)) [[likely]] return sc.size;
       }
     }
   }
