@@ -101,6 +101,14 @@ int pm_ctl(const char* name, long* old_value, const long* new_value) {
     if (new_value != nullptr) o.checks = *new_value != 0;
     return 0;
   }
+  if (key == "thp") {  // 0 default, 1 always, 2 never (config.h); chunks reserved later
+    if (old_value != nullptr) *old_value = static_cast<long>(o.thp.load());
+    if (new_value != nullptr) {
+      if (*new_value < 0 || *new_value > 2) return EINVAL;
+      o.thp = static_cast<pagemalloc::HugePages>(*new_value);
+    }
+    return 0;
+  }
   if (key == "narenas") {  // fixed at initialization
     if (new_value != nullptr) return EPERM;
     if (old_value != nullptr) *old_value = long(heap().automatic_arena_count());

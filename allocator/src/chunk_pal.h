@@ -3,7 +3,8 @@
 // foreign one (and find its arena), and a list of them, so that a reset can walk them all.
 // Before a chunk is mapped, the huge blocks' manager beside the arena (if it has one) unmaps
 // as many bytes of the free extents it caches (huge.h), so that a program whose memory moves
-// from huge blocks to small ones does not keep both.
+// from huge blocks to small ones does not keep both. Each chunk it maps gets the huge-page
+// advice the thp option asks for (config.h).
 #pragma once
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 
 #include "address_map.h"
 #include "chunk_list.h"
+#include "config.h"
 #include "huge.h"
 #include "os_pal.h"
 
@@ -25,6 +27,7 @@ class ChunkPal {
     if (huge_ != nullptr) huge_->give_back(bytes);
     void* p = os_.reserve(bytes, align);
     if (p == nullptr) return nullptr;
+    advise_huge_pages(p, bytes);
     if (!chunks_.add(static_cast<std::byte*>(p))) {
       os_.release(p, bytes);
       return nullptr;
@@ -51,6 +54,15 @@ class ChunkPal {
   [[nodiscard]] std::span<std::byte* const> chunks() const { return chunks_.all(); }
 
  private:
+  // The thp option (config.h): a chunk is one huge page's worth, aligned to it.
+  static void advise_huge_pages(void* p, std::size_t bytes) {
+    switch (options().thp.load(std::memory_order_relaxed)) {
+      case HugePages::Always: return LinuxPal::prefer_huge_pages(p, bytes);
+      case HugePages::Never: return LinuxPal::avoid_huge_pages(p, bytes);
+      case HugePages::Default: return;
+    }
+  }
+
   const void* arena_;
   HugeManager* huge_;  // may be nullptr
   OsPal os_;

@@ -42,6 +42,11 @@ void apply_entry(std::string_view entry) {
   } else if (key == "checks" || key == "stats_print" || key == "deterministic") {
     if (!parse_bool(value, b)) return warn_entry("bad value in", entry);
     (key == "checks" ? o.checks : key == "stats_print" ? o.stats_print : o.deterministic) = b;
+  } else if (key == "thp") {
+    if (value == "always") o.thp = HugePages::Always;
+    else if (value == "never") o.thp = HugePages::Never;
+    else if (value == "default") o.thp = HugePages::Default;
+    else return warn_entry("bad value in", entry);
   } else if (key == "narenas") {
     if (!parse_long(value, n) || n < 1 || n > 1024) return warn_entry("bad value in", entry);
     o.narenas = n;

@@ -8,6 +8,10 @@
 //   deterministic  the same call sequence gives the same layout on every run (one arena)
 //   narenas        number of automatic arenas (default 0: four per CPU, at most 64;
 //                  automatic_arenas.h)
+//   thp            transparent huge pages for arena chunks, as jemalloc's opt.thp: always
+//                  (the default: each chunk is advised MADV_HUGEPAGE, so one fault maps all
+//                  of it and one TLB entry covers it), never (MADV_NOHUGEPAGE) or default
+//                  (no advice: the system's setting decides)
 //
 // An unknown key or a bad value gets one warning on stderr and is ignored.
 #pragma once
@@ -23,12 +27,16 @@ inline constexpr bool kChecksByDefault = true;
 inline constexpr bool kChecksByDefault = false;
 #endif
 
+// The values of the thp option; pm_ctl("thp") reads and sets them as these numbers.
+enum class HugePages : long { Default = 0, Always = 1, Never = 2 };
+
 struct Options {
   std::atomic<long> decay_ms{10000};
   std::atomic<bool> checks{kChecksByDefault};
   std::atomic<bool> stats_print{false};
   std::atomic<bool> deterministic{false};
   std::atomic<long> narenas{0};  // 0: the default
+  std::atomic<HugePages> thp{HugePages::Always};  // chunks reserved from now on
 };
 
 inline constinit Options g_options;

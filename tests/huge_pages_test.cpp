@@ -1,0 +1,130 @@
+// The thp option: every chunk an arena maps gets the advice the option names (MADV_HUGEPAGE
+// for "always", the default; MADV_NOHUGEPAGE for "never"; none for "default"), as the kernel
+// shows it in the mapping's VmFlags (/proc/self/smaps: "hg", "nh"). And PAGEMALLOC_CONF's
+// parsing of it: a bad value or an unknown key gets one warning and changes nothing.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "config.h"
+#include "pagemalloc/pagemalloc.h"
+
+namespace {
+
+// The VmFlags of the mapping that holds p, as words separated by spaces ("" if none holds it).
+std::string vm_flags_of(const void* p) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    std::uintptr_t start = 0, end = 0;
+    char dash = 0;
+    std::istringstream header(line);
+    if (header >> std::hex >> start >> dash >> end && dash == '-') {
+      inside = start <= address && address < end;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line.substr(8) + " ";
+    }
+  }
+  return "";
+}
+
+bool has_flag(const std::string& flags, const char* flag) {
+  return flags.find(std::string(" ") + flag + " ") != std::string::npos;
+}
+
+long thp_mode() {
+  long mode = -1;
+  EXPECT_EQ(pm_ctl("thp", &mode, nullptr), 0);
+  return mode;
+}
+
+// The VmFlags of a chunk mapped while the option is `mode`: the first block of a new explicit
+// arena is in a chunk of its own.
+std::string flags_of_new_chunk(long mode) {
+  const long before = thp_mode();
+  EXPECT_EQ(pm_ctl("thp", nullptr, &mode), 0);
+  const unsigned arena = pm_arena_create();
+  EXPECT_NE(arena, 0u);
+  void* p = pm_mallocx(64, PM_ARENA(arena));
+  EXPECT_NE(p, nullptr);
+  const std::string flags = vm_flags_of(p);
+  EXPECT_EQ(pm_arena_destroy(arena), 0);
+  EXPECT_EQ(pm_ctl("thp", nullptr, &before), 0);
+  return flags;
+}
+
+TEST(HugePages, AlwaysIsTheDefault) {
+  EXPECT_EQ(thp_mode(), 1);
+  void* p = pm_malloc(100);
+  EXPECT_TRUE(has_flag(vm_flags_of(p), "hg")) << "VmFlags:" << vm_flags_of(p);
+  pm_free(p);
+}
+
+TEST(HugePages, EachModeAdvisesTheChunksMappedUnderIt) {
+  const std::string always = flags_of_new_chunk(1);
+  EXPECT_TRUE(has_flag(always, "hg")) << "VmFlags:" << always;
+  EXPECT_FALSE(has_flag(always, "nh")) << "VmFlags:" << always;
+  const std::string never = flags_of_new_chunk(2);
+  EXPECT_TRUE(has_flag(never, "nh")) << "VmFlags:" << never;
+  EXPECT_FALSE(has_flag(never, "hg")) << "VmFlags:" << never;
+  const std::string system = flags_of_new_chunk(0);
+  EXPECT_FALSE(has_flag(system, "hg")) << "VmFlags:" << system;
+  EXPECT_FALSE(has_flag(system, "nh")) << "VmFlags:" << system;
+}
+
+TEST(HugePages, CtlRefusesAnUnknownMode) {
+  const long before = thp_mode();
+  const long bad = 3;
+  EXPECT_EQ(pm_ctl("thp", nullptr, &bad), EINVAL);
+  EXPECT_EQ(thp_mode(), before);
+}
+
+// PAGEMALLOC_CONF's entries as the first call would apply them; stderr is captured.
+class ConfTest : public ::testing::Test {
+ protected:
+  void TearDown() override { pagemalloc::options().thp = saved_; }
+  static std::string apply(const char* conf) {
+    ::testing::internal::CaptureStderr();
+    pagemalloc::apply_conf(conf);
+    return ::testing::internal::GetCapturedStderr();
+  }
+  pagemalloc::HugePages saved_ = pagemalloc::options().thp.load();
+};
+
+TEST_F(ConfTest, ThpTakesItsThreeValues) {
+  using pagemalloc::HugePages;
+  EXPECT_EQ(apply("thp:never"), "");
+  EXPECT_EQ(pagemalloc::options().thp.load(), HugePages::Never);
+  EXPECT_EQ(apply("thp:default"), "");
+  EXPECT_EQ(pagemalloc::options().thp.load(), HugePages::Default);
+  EXPECT_EQ(apply("thp:always"), "");
+  EXPECT_EQ(pagemalloc::options().thp.load(), HugePages::Always);
+}
+
+TEST_F(ConfTest, ABadValueWarnsOnceAndChangesNothing) {
+  pagemalloc::options().thp = pagemalloc::HugePages::Never;
+  const std::string out = apply("thp:sometimes");
+  EXPECT_NE(out.find("PAGEMALLOC_CONF: bad value in 'thp:sometimes' ignored"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("PAGEMALLOC_CONF", out.find("PAGEMALLOC_CONF") + 1), std::string::npos)
+      << "more than one warning: " << out;
+  EXPECT_EQ(pagemalloc::options().thp.load(), pagemalloc::HugePages::Never);
+}
+
+TEST_F(ConfTest, AnUnknownKeyWarnsOnceAndTheOtherEntriesStillApply) {
+  pagemalloc::options().thp = pagemalloc::HugePages::Always;
+  const std::string out = apply("no_such_key:1,thp:never");
+  EXPECT_NE(out.find("PAGEMALLOC_CONF: unknown key in 'no_such_key:1' ignored"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("PAGEMALLOC_CONF", out.find("PAGEMALLOC_CONF") + 1), std::string::npos)
+      << "more than one warning: " << out;
+  EXPECT_EQ(pagemalloc::options().thp.load(), pagemalloc::HugePages::Never);
+}
+
+}  // namespace
