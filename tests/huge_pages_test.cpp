@@ -1,10 +1,11 @@
-// The thp option: every chunk an arena maps gets the advice the option names (MADV_HUGEPAGE
-// for "always", the default; MADV_NOHUGEPAGE for "never"; none for "default"), as the kernel
-// shows it in the mapping's VmFlags (/proc/self/smaps: "hg", "nh"). And PAGEMALLOC_CONF's
+// The thp option: every chunk an arena maps after its first gets the advice the option names
+// (MADV_HUGEPAGE for "always", the default; MADV_NOHUGEPAGE for "never"; none for "default"),
+// as the kernel shows it in the mapping's VmFlags (/proc/self/smaps: "hg", "nh"). And PAGEMALLOC_CONF's
 // parsing of it: a bad value or an unknown key gets one warning and changes nothing.
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -44,38 +45,43 @@ long thp_mode() {
   return mode;
 }
 
-// The VmFlags of a chunk mapped while the option is `mode`: the first block of a new explicit
-// arena is in a chunk of its own.
-std::string flags_of_new_chunk(long mode) {
+// The VmFlags of an explicit arena's first two chunks, mapped while the option is `mode`: two
+// blocks of 1.5 MiB cannot share a 2 MiB chunk.
+struct ChunkFlags {
+  std::string first, second;
+};
+ChunkFlags flags_of_new_chunks(long mode) {
   const long before = thp_mode();
   EXPECT_EQ(pm_ctl("thp", nullptr, &mode), 0);
   const unsigned arena = pm_arena_create();
   EXPECT_NE(arena, 0u);
-  void* p = pm_mallocx(64, PM_ARENA(arena));
-  EXPECT_NE(p, nullptr);
-  const std::string flags = vm_flags_of(p);
+  constexpr std::size_t kBlock = std::size_t{3} << 19;
+  void* a = pm_mallocx(kBlock, PM_ARENA(arena));
+  void* b = pm_mallocx(kBlock, PM_ARENA(arena));
+  EXPECT_NE(a, nullptr);
+  EXPECT_NE(b, nullptr);
+  ChunkFlags flags{vm_flags_of(a), vm_flags_of(b)};
   EXPECT_EQ(pm_arena_destroy(arena), 0);
   EXPECT_EQ(pm_ctl("thp", nullptr, &before), 0);
   return flags;
 }
 
-TEST(HugePages, AlwaysIsTheDefault) {
-  EXPECT_EQ(thp_mode(), 1);
-  void* p = pm_malloc(100);
-  EXPECT_TRUE(has_flag(vm_flags_of(p), "hg")) << "VmFlags:" << vm_flags_of(p);
-  pm_free(p);
-}
+TEST(HugePages, AlwaysIsTheDefault) { EXPECT_EQ(thp_mode(), 1); }
 
-TEST(HugePages, EachModeAdvisesTheChunksMappedUnderIt) {
-  const std::string always = flags_of_new_chunk(1);
-  EXPECT_TRUE(has_flag(always, "hg")) << "VmFlags:" << always;
-  EXPECT_FALSE(has_flag(always, "nh")) << "VmFlags:" << always;
-  const std::string never = flags_of_new_chunk(2);
-  EXPECT_TRUE(has_flag(never, "nh")) << "VmFlags:" << never;
-  EXPECT_FALSE(has_flag(never, "hg")) << "VmFlags:" << never;
-  const std::string system = flags_of_new_chunk(0);
-  EXPECT_FALSE(has_flag(system, "hg")) << "VmFlags:" << system;
-  EXPECT_FALSE(has_flag(system, "nh")) << "VmFlags:" << system;
+TEST(HugePages, AnArenasFirstChunkHasNoAdviceAndTheNextHaveTheirModes) {
+  const ChunkFlags always = flags_of_new_chunks(1);
+  EXPECT_TRUE(has_flag(always.second, "hg")) << "VmFlags:" << always.second;
+  EXPECT_FALSE(has_flag(always.second, "nh")) << "VmFlags:" << always.second;
+  const ChunkFlags never = flags_of_new_chunks(2);
+  EXPECT_TRUE(has_flag(never.second, "nh")) << "VmFlags:" << never.second;
+  EXPECT_FALSE(has_flag(never.second, "hg")) << "VmFlags:" << never.second;
+  const ChunkFlags system = flags_of_new_chunks(0);
+  EXPECT_FALSE(has_flag(system.second, "hg")) << "VmFlags:" << system.second;
+  EXPECT_FALSE(has_flag(system.second, "nh")) << "VmFlags:" << system.second;
+  for (const ChunkFlags* f : {&always, &never, &system}) {
+    EXPECT_FALSE(has_flag(f->first, "hg")) << "first chunk's VmFlags:" << f->first;
+    EXPECT_FALSE(has_flag(f->first, "nh")) << "first chunk's VmFlags:" << f->first;
+  }
 }
 
 TEST(HugePages, CtlRefusesAnUnknownMode) {

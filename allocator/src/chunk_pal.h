@@ -3,8 +3,8 @@
 // foreign one (and find its arena), and a list of them, so that a reset can walk them all.
 // Before a chunk is mapped, the huge blocks' manager beside the arena (if it has one) unmaps
 // as many bytes of the free extents it caches (huge.h), so that a program whose memory moves
-// from huge blocks to small ones does not keep both. Each chunk it maps gets the huge-page
-// advice the thp option asks for (config.h).
+// from huge blocks to small ones does not keep both. Each chunk it maps after the first gets
+// the huge-page advice the thp option asks for (config.h).
 #pragma once
 
 #include <cstddef>
@@ -27,7 +27,9 @@ class ChunkPal {
     if (huge_ != nullptr) huge_->give_back(bytes);
     void* p = os_.reserve(bytes, align);
     if (p == nullptr) return nullptr;
-    advise_huge_pages(p, bytes);
+    // An arena's first chunk keeps small pages: a thread that allocates a little from an arena
+    // of its own does not make a whole chunk resident.
+    if (!chunks_.all().empty()) advise_huge_pages(p, bytes);
     if (!chunks_.add(static_cast<std::byte*>(p))) {
       os_.release(p, bytes);
       return nullptr;

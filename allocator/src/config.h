@@ -9,9 +9,10 @@
 //   narenas        number of automatic arenas (default 0: four per CPU, at most 64;
 //                  automatic_arenas.h)
 //   thp            transparent huge pages for arena chunks, as jemalloc's opt.thp: always
-//                  (the default: each chunk is advised MADV_HUGEPAGE, so one fault maps all
-//                  of it and one TLB entry covers it), never (MADV_NOHUGEPAGE) or default
-//                  (no advice: the system's setting decides)
+//                  (the default: each chunk of an arena after its first is advised
+//                  MADV_HUGEPAGE, so one fault maps all of it and one TLB entry covers it),
+//                  never (MADV_NOHUGEPAGE) or default (no advice: the system's setting
+//                  decides)
 //
 // An unknown key or a bad value gets one warning on stderr and is ignored.
 #pragma once
