@@ -1,7 +1,8 @@
 // The thp option: every chunk an arena maps after its first gets the advice the option names
 // (MADV_HUGEPAGE for "always", the default; MADV_NOHUGEPAGE for "never"; none for "default"),
-// as the kernel shows it in the mapping's VmFlags (/proc/self/smaps: "hg", "nh"). And PAGEMALLOC_CONF's
-// parsing of it: a bad value or an unknown key gets one warning and changes nothing.
+// as the kernel shows it in the mapping's VmFlags (/proc/self/smaps: "hg", "nh"). And
+// PAGEMALLOC_CONF's parsing of it: a bad value or an unknown key gets one warning and changes
+// nothing.
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -100,6 +101,12 @@ class ConfTest : public ::testing::Test {
     pagemalloc::apply_conf(conf);
     return ::testing::internal::GetCapturedStderr();
   }
+  // out holds `warning` and no other PAGEMALLOC_CONF line.
+  static void expect_one_warning(const std::string& out, const std::string& warning) {
+    EXPECT_NE(out.find(warning), std::string::npos) << out;
+    EXPECT_EQ(out.find("PAGEMALLOC_CONF", out.find("PAGEMALLOC_CONF") + 1), std::string::npos)
+        << "more than one warning: " << out;
+  }
   pagemalloc::HugePages saved_ = pagemalloc::options().thp.load();
 };
 
@@ -115,21 +122,15 @@ TEST_F(ConfTest, ThpTakesItsThreeValues) {
 
 TEST_F(ConfTest, ABadValueWarnsOnceAndChangesNothing) {
   pagemalloc::options().thp = pagemalloc::HugePages::Never;
-  const std::string out = apply("thp:sometimes");
-  EXPECT_NE(out.find("PAGEMALLOC_CONF: bad value in 'thp:sometimes' ignored"), std::string::npos)
-      << out;
-  EXPECT_EQ(out.find("PAGEMALLOC_CONF", out.find("PAGEMALLOC_CONF") + 1), std::string::npos)
-      << "more than one warning: " << out;
+  expect_one_warning(apply("thp:sometimes"),
+                     "PAGEMALLOC_CONF: bad value in 'thp:sometimes' ignored");
   EXPECT_EQ(pagemalloc::options().thp.load(), pagemalloc::HugePages::Never);
 }
 
 TEST_F(ConfTest, AnUnknownKeyWarnsOnceAndTheOtherEntriesStillApply) {
   pagemalloc::options().thp = pagemalloc::HugePages::Always;
-  const std::string out = apply("no_such_key:1,thp:never");
-  EXPECT_NE(out.find("PAGEMALLOC_CONF: unknown key in 'no_such_key:1' ignored"), std::string::npos)
-      << out;
-  EXPECT_EQ(out.find("PAGEMALLOC_CONF", out.find("PAGEMALLOC_CONF") + 1), std::string::npos)
-      << "more than one warning: " << out;
+  expect_one_warning(apply("no_such_key:1,thp:never"),
+                     "PAGEMALLOC_CONF: unknown key in 'no_such_key:1' ignored");
   EXPECT_EQ(pagemalloc::options().thp.load(), pagemalloc::HugePages::Never);
 }
 
