@@ -26,7 +26,7 @@
 #include "runs.h"
 #include "size_classes.h"
 #include "slab.h"
-#include "spin_lock.h"
+#include "lock.h"
 
 namespace pagemalloc {
 
@@ -148,7 +148,7 @@ class Arena {
   void mark_slab_pages_free(const Slab* slab);
 
   const unsigned index_;
-  SpinLock lock_;
+  Lock lock_;
   ChunkPal pal_;
   Runs runs_;
   Bin bins_[kNumClasses];

@@ -19,7 +19,7 @@
 #include <cstddef>
 
 #include "arena.h"
-#include "spin_lock.h"
+#include "lock.h"
 
 namespace pagemalloc {
 
@@ -87,7 +87,7 @@ class AutomaticArenas {
   Arena first_;
   std::atomic<unsigned> count_{1};
   std::atomic<unsigned> next_{0};           // the next thread's arena, modulo count_
-  SpinLock lock_;                           // mapping of arenas 1 .. count_-1
+  Lock lock_;                           // mapping of arenas 1 .. count_-1
   std::atomic<Arena*> others_[kMaxArenas] = {};  // [0] unused: arena 0 is first_
 };
 

@@ -22,7 +22,7 @@
 #include "arena.h"
 #include "flags.h"
 #include "huge.h"
-#include "spin_lock.h"
+#include "lock.h"
 
 struct pm_arena_stats;
 
@@ -79,7 +79,7 @@ class ExplicitArenas {
   void unlock_after_fork();
 
  private:
-  SpinLock lock_;                          // creation and destruction, one at a time
+  Lock lock_;                          // creation and destruction, one at a time
   std::atomic<unsigned> first_{0};         // the first explicit index (set by create)
   unsigned end_ = 0;                       // past the highest index ever used
   std::atomic<ExplicitArena*> slots_[kMaxArenas] = {};

@@ -1,27 +1,81 @@
 // The fork handlers and the heap's lock order.
 //
 // Locks are taken in one fixed order, the order in which any path that holds two of them
-// nests them: the registry of explicit arenas, each explicit arena (its blocks, then its huge
-// blocks), the automatic arenas (the lock that maps them, then each in index order), their
-// huge blocks, then the thread caches' registry. glibc runs
-// prepare handlers in the reverse order of registration, and parent and child handlers in
-// the order of registration. These are registered at the heap's first use, before nearly any
-// other library's, so they run last before the fork (after other handlers that may allocate)
-// and first after it.
+// nests them: glibc's list of stdio streams, the registry of explicit arenas, each explicit
+// arena (its blocks, then its huge blocks), the automatic arenas (the lock that maps them,
+// then each in index order), their huge blocks, then the thread caches' registry.
+//
+// The stdio list comes first. glibc's fork() runs the prepare handlers, then takes that list's
+// lock (_IO_list_lock), then its own malloc's locks. A thread inside fflush(NULL) holds the
+// list's lock while it writes, and a write may allocate: had the prepare handler taken the
+// heap's locks first, the forking thread would wait for the list while that thread waits for
+// the heap. So the handler takes the list's lock itself before the heap's (the lock is
+// recursive: glibc's own call after the handlers nests in it), and gives it back after them.
+//
+// A process with one thread forks without taking any lock, as glibc's malloc does: no other
+// thread can hold one, and a fork from a signal handler that interrupted fork() itself (or an
+// allocation) must not wait for a lock its own thread holds. A prepare handler entered again
+// on a thread that is already inside one (the same case, once a process had threads) takes
+// nothing either; each handler after the fork undoes only what its prepare did.
+//
+// glibc runs prepare handlers in the reverse order of registration, and parent and child
+// handlers in the order of registration. These are registered at the heap's first use, before
+// nearly any other library's, so they run last before the fork (after other handlers that may
+// allocate) and first after it.
 #include "fork.h"
 
 #include <pthread.h>
+#include <sys/single_threaded.h>
+
+#include <cstdint>
 
 #include "diagnostics.h"
 #include "heap.h"
 #include "thread_cache.h"
 
+extern "C" {
+// glibc's lock of its list of stdio streams (exported by libc.so.6 since 2.2.5).
+void _IO_list_lock();
+void _IO_list_unlock();
+void _IO_list_resetlock();
+}
+
 namespace pagemalloc {
 namespace {
 
-void prepare() { heap().lock_for_fork(); }
-void in_parent() { heap().unlock_after_fork_in_parent(); }
-void in_child() { heap().reset_after_fork_in_child(); }
+// The prepare handlers this thread is inside (bit d of took_locks: whether the one at depth d
+// took the locks). Nested only through signal handlers, so 64 levels are plenty.
+constinit thread_local unsigned t_depth = 0;
+constinit thread_local std::uint64_t t_took_locks = 0;
+
+void prepare() {
+  const bool take = t_depth == 0 && !__libc_single_threaded;
+  if (t_depth < 64 && take) t_took_locks |= std::uint64_t{1} << t_depth;
+  ++t_depth;
+  if (!take) return;
+  _IO_list_lock();
+  heap().lock_for_fork();
+}
+
+// Whether the prepare handler this after-fork handler closes took the locks.
+bool leave() {
+  --t_depth;
+  const bool took = t_depth < 64 && (t_took_locks >> t_depth & 1) != 0;
+  if (t_depth < 64) t_took_locks &= ~(std::uint64_t{1} << t_depth);
+  return took;
+}
+
+void in_parent() {
+  if (!leave()) return;
+  heap().unlock_after_fork_in_parent();
+  _IO_list_unlock();
+}
+
+void in_child() {
+  if (!leave()) return;
+  heap().reset_after_fork_in_child();
+  _IO_list_resetlock();  // the child's only thread: the list is free (as glibc resets it)
+}
 
 }  // namespace
 

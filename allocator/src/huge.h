@@ -29,7 +29,7 @@
 #include "meta_pool.h"
 #include "os_pal.h"
 #include "pagemap/intrusive_list.h"
-#include "spin_lock.h"
+#include "lock.h"
 
 namespace pagemalloc {
 
@@ -153,7 +153,7 @@ class HugeManager {
 
   const unsigned arena_;
   const Neighbours neighbours_;
-  SpinLock lock_;
+  Lock lock_;
   OsPal os_;
   MetaPool<HugeExtent> records_;
   ExtentList free_;

@@ -9,7 +9,7 @@
 #include "arena.h"
 #include "meta_pool.h"
 #include "pagemap/intrusive_list.h"
-#include "spin_lock.h"
+#include "lock.h"
 
 namespace pagemalloc {
 namespace {
@@ -19,7 +19,7 @@ enum class CacheState : std::uint8_t { None, Creating, Active, Exited };
 constinit thread_local CacheState t_state = CacheState::None;
 
 struct CacheRegistry {
-  SpinLock lock;
+  Lock lock;
   MetaPool<ThreadCache> pool;
   ThreadCache* live = nullptr;  // head of the list of live caches
   pthread_key_t key{};
