@@ -1,0 +1,61 @@
+// An arena's inbox of small regions freed by threads whose caches belong to other arenas
+// (mimalloc's thread_free list, snmalloc's message queues): such a thread pushes a batch
+// without taking the arena's lock, and the arena takes the whole inbox under its lock on its
+// next slow path (a refill), returning each region to its slab or stash there.
+//
+// The inbox is a stack linked through each region's second word; the first keeps the freed
+// key (thread_cache.h), so a second free of a region waiting here is still caught: the free
+// that finds the key asks the arena, which collects its inbox before it looks. Regions of the
+// 8-byte class have no second word and never come here. A push and a take are one
+// compare-and-swap and one exchange; a batch is linked before it is pushed.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+
+namespace pagemalloc {
+
+class RemoteFrees {
+ public:
+  static constexpr std::size_t kMinRegionSize = 2 * sizeof(void*);
+
+  // Pushes regions[0..n) (n > 0, each at least kMinRegionSize bytes and in no list); returns
+  // how many regions the inbox holds now, at least.
+  std::size_t push(void* const* regions, unsigned n) {
+    for (unsigned i = 0; i + 1 < n; ++i) link(regions[i]) = regions[i + 1];
+    void* head = head_.load(std::memory_order_relaxed);
+    do link(regions[n - 1]) = head;
+    while (!head_.compare_exchange_weak(head, regions[0], std::memory_order_release,
+                                        std::memory_order_relaxed));
+    return count_.fetch_add(n, std::memory_order_relaxed) + n;
+  }
+
+  // Whether anything may be waiting (a relaxed look, for a caller about to take the lock).
+  [[nodiscard]] bool maybe_nonempty() const {
+    return head_.load(std::memory_order_relaxed) != nullptr;
+  }
+
+  // Takes every region: calls visit(void*) for each, in some order.
+  template <class Visit>
+  void take_all(Visit&& visit) {
+    void* p = head_.exchange(nullptr, std::memory_order_acquire);
+    std::size_t taken = 0;
+    while (p != nullptr) {
+      void* next = link(p);
+      visit(p);
+      p = next;
+      ++taken;
+    }
+    count_.fetch_sub(taken, std::memory_order_relaxed);
+  }
+
+  [[nodiscard]] std::size_t count() const { return count_.load(std::memory_order_relaxed); }
+
+ private:
+  static void*& link(void* region) { return static_cast<void**>(region)[1]; }
+
+  std::atomic<void*> head_{nullptr};
+  std::atomic<std::size_t> count_{0};
+};
+
+}  // namespace pagemalloc
