@@ -109,7 +109,8 @@ const Mode modes[] = {{"pair16", pair16, {16}},
                       {"lone16", pair16, {}}};
 
 int usage(const char* program) {
-  fmt::print(stderr, "usage: {} pair16|mixed|batch|sized|lone16 N (1 <= N <= 1000000000)\n", program);
+  fmt::print(stderr, "usage: {} pair16|mixed|batch|sized|lone16 N (1 <= N <= 1000000000)\n",
+             program);
   return 2;
 }
 

@@ -10,8 +10,9 @@
 // slot (after checking its tag) and allocate a new one there. Every `handoff`-th new block is
 // instead sent to the next thread (collected and posted 32 at a time to its mailbox), which
 // frees it when it next looks at its mailbox (every 64 operations). A sender whose receiver
-// has not run for a while (4096 blocks waiting) frees the 32 itself, so that the memory in
-// flight stays bounded however the threads are scheduled; a thread done with its
+// has not run for a while (4096 blocks waiting) frees what waits in its own mailbox and yields
+// until there is room, so that the memory in flight stays bounded however the threads are
+// scheduled; a thread done with its
 // operations keeps freeing what arrives until every thread is done. At the end (threads
 // joined, mailboxes drained by the main thread) the number of blocks freed must equal the
 // number allocated.
@@ -102,10 +103,9 @@ int main(int argc, char** argv) {
         slot = make();
         if (i % arguments["handoff"] == 0) {
           outgoing.push_back(make());
-          if (outgoing.size() == post_every &&
-              !mailboxes[(t + 1) % threads]->post_within(outgoing, mailbox_limit)) {
-            for (const Block& block : outgoing) release(block);
-            outgoing.clear();
+          if (outgoing.size() == post_every) {
+            post_when_room(*mailboxes[(t + 1) % threads], *mailboxes[t], outgoing, mailbox_limit,
+                           release);
           }
         }
         if (i % look_every == 0) {

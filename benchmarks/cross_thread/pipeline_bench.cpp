@@ -7,14 +7,15 @@
 // (mutex and condition variables, `queue` blocks at most). Producer p makes `items` blocks and
 // pushes block i to queue (p + i) mod pairs, so every consumer frees every producer's blocks.
 // Sizes are skewed towards small ones, as in a message-passing server: 60% of 8-128 B, 25% of
-// 129 B-4 KiB, 10% of 4-64 KiB, 5% of 64-300 KiB (uniform within each band; 13 KB on average). A block is
-// touched on every page when made and checked on every page before it is freed; at the end the
-// consumers' count and byte total must equal the producers'. Memory in flight is bounded by the
+// 129 B-4 KiB, 10% of 4-64 KiB, 5% of 64-300 KiB (uniform within each band; 13 KB on
+// average). A block is touched on every page when made and checked on every page before it is
+// freed; at the end the consumers' count and byte total must equal the producers'. Memory in flight is bounded by the
 // queues (pairs x queue blocks), so peak RSS shows what an allocator keeps of freed memory.
 //
 // Modelled on the producer-consumer workloads of the allocator literature: xmalloc-test (Chuck
 // Lever and David Boreham, "malloc() Performance in a Multithreaded Linux Environment", USENIX
-// 2000 FREENIX track, https://www.usenix.org/legacy/events/usenix2000/freenix/full_papers/lever/lever.pdf)
+// 2000 FREENIX track,
+// https://www.usenix.org/legacy/events/usenix2000/freenix/full_papers/lever/lever.pdf)
 // hands blocks from allocating to freeing threads; this program adds a size range that spans
 // small blocks, page runs and (for some allocators) mmap'ed blocks, and many threads per core.
 #include "workload_support.h"
@@ -45,7 +46,8 @@ struct Totals {
 
 int main(int argc, char** argv) {
   Arguments arguments(argc, argv,
-                      "Producers hand blocks of 8 B-300 KB to consumers, which check and free them.",
+                      "Producers hand blocks of 8 B-300 KB to consumers, which check and free "
+                      "them.",
                       {{"pairs", 8, 1, 256, "producer threads and consumer threads (each)"},
                        {"items", 120000, 1, 100'000'000, "blocks each producer makes"},
                        {"queue", 256, 1, 1'000'000, "capacity of each consumer's queue"},

@@ -7,11 +7,12 @@
 // Each thread keeps `slots` blocks. Each of its `loops` iterations frees the blocks other
 // threads handed to it, then frees `ops` blocks at scattered slots and allocates `ops` new ones
 // at scattered slots (freeing what a slot held); every `cross`-th iteration it also allocates
-// `ops` blocks and posts them to the next thread's mailbox. Sizes are drawn in [least, most]
-// with a probability falling linearly with size. Every block is tagged on every page and
-// checked before it is freed. A thread done with its loops keeps freeing what arrives until
-// every thread is done; at the end (threads joined, mailboxes drained by the main thread) the
-// number of blocks freed must equal the number allocated.
+// `ops` blocks and posts them to the next thread's mailbox (when 64 such hand-offs already
+// wait there, it frees what waits in its own mailbox and yields until there is room). Sizes are
+// drawn in [least, most] with a probability falling linearly with size. Every block is tagged
+// on every page and checked before it is freed. A thread done with its loops keeps freeing what
+// arrives until every thread is done; at the end (threads joined, mailboxes drained by the main
+// thread) the number of blocks freed must equal the number allocated.
 //
 // Modelled on rpmalloc's benchmark ("rptest"; Mattias Jansson, rpmalloc-benchmark,
 // https://github.com/mjansson/rpmalloc-benchmark, described in rpmalloc's BENCHMARKS.md,
@@ -36,11 +37,17 @@ std::size_t linear_falloff_size(Random& random, std::size_t least, std::size_t m
   return least + static_cast<std::size_t>((most - least) * (1.0 - std::sqrt(u)));
 }
 
+// Hand-offs a mailbox may hold: a sender whose receiver has not run for that long waits
+// (post_when_room), so that the memory in flight stays bounded however the threads are
+// scheduled.
+constexpr std::size_t mailbox_hand_offs = 64;
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Arguments arguments(
-      argc, argv, "rpmalloc-style random alloc/free with a share of blocks freed by another thread.",
+      argc, argv,
+      "rpmalloc-style random alloc/free with a share of blocks freed by another thread.",
       {{"threads", 4, 2, 256, "threads"},
        {"loops", 2000, 1, 100'000'000, "iterations of each thread"},
        {"slots", 1000, 1, 10'000'000, "blocks each thread keeps"},
@@ -89,7 +96,8 @@ int main(int argc, char** argv) {
         }
         if (loop % arguments["cross"] == 0) {
           for (std::size_t i = 0; i < ops; ++i) outgoing.push_back(make());
-          mailboxes[(t + 1) % threads]->post(outgoing);
+          post_when_room(*mailboxes[(t + 1) % threads], *mailboxes[t], outgoing,
+                         mailbox_hand_offs * ops, release);
         }
       }
       for (Block& block : held) release(block);

@@ -273,6 +273,22 @@ class Mailbox {
   std::vector<Item> items_;
 };
 
+// Posts `items` to `to` once it holds at most `limit` items with them (limit >= items.size());
+// while it is too full, frees what waits in the sender's own mailbox (`release` for each item)
+// and yields. So every item is handed over, a receiver that has not run for a while slows its
+// senders down instead of letting memory grow, and a ring of threads waiting for each other
+// cannot stall: each one empties its own mailbox while it waits.
+template <typename Item, typename Release>
+void post_when_room(Mailbox<Item>& to, Mailbox<Item>& own, std::vector<Item>& items,
+                    std::size_t limit, Release release) {
+  std::vector<Item> received;
+  while (!to.post_within(items, limit)) {
+    own.take_all(received);
+    for (auto& item : received) release(item);
+    std::this_thread::yield();
+  }
+}
+
 // The end of a thread that other threads post to: it counts itself finished, then keeps
 // freeing what arrives (`release` for each item, every millisecond) until every thread has
 // finished, and once more after that. Blocks posted by a thread that is still working are so

@@ -9,6 +9,8 @@ by LD_PRELOAD (glibc: nothing preloaded; pagemalloc: the release tree's libpagem
   larson          Larson's server simulation: arrays handed to successor threads
   xmalloc         one thread allocates, another frees (4 pairs, xmalloc-test style)
   oversubscribed  16 threads on 2 CPUs, small blocks, some freed by another thread
+  sh6bench        SmartHeap-style batches freed half oldest-first, half newest-first
+  sh8bench        the same with the newest-first half freed by the next thread
 
 Each program checks every block it frees and its totals, and must exit 0 and print its
 "all checked" line. One process per (program, allocator) and round, in an order shuffled from
@@ -22,7 +24,8 @@ The criteria, per program, for pagemalloc against the peers measured in the same
              tcmalloc
   peak RSS   <= 1.5 x the smallest median peak RSS among the peers
   sys time   <= 2 x glibc's median sys time
-A program that failed or timed out in any round under pagemalloc fails all three.
+A program that failed or timed out in any round under pagemalloc fails all three. The load
+average of the machine is recorded at the start and after each round.
 
 Writes results/cross_thread.json (every sample), papers/cross-thread/results.md (tables and
 the verdicts), papers/cross-thread/cross_thread.png and papers/cross-thread/summary.json.
@@ -42,7 +45,7 @@ from common import (PAPERS, RESULTS, fmt_ratio, log, machine_line, markdown_tabl
 PAPER = PAPERS / "cross-thread"
 ALLOCATORS = PEERS + ["pagemalloc"]
 TARGETS = ["pipeline_bench", "rptest_bench", "larson_bench", "xmalloc_bench",
-           "oversubscribed_bench", "measure_run"]
+           "oversubscribed_bench", "shbench_bench", "measure_run"]
 TIMEOUT_SECONDS = 120
 WALL_LIMIT, RSS_LIMIT, SYS_LIMIT = 1.1, 1.5, 2.0
 # Variables that would change an allocator's behaviour: never passed to the programs.
@@ -70,6 +73,11 @@ PROGRAMS = [
             "one thread allocates, another frees: 4 pairs, blocks of 8-512 B"),
     Program("oversubscribed", "oversubscribed_bench", [], ["ops=400000"],
             "16 threads on 2 CPUs, blocks of 8-512 B, every 8th freed by the next thread"),
+    Program("sh6bench", "shbench_bench", [], ["rounds=5000"],
+            "SmartHeap-style: 4 threads, batches of 500 blocks of 8-1000 B freed half FIFO, "
+            "half LIFO"),
+    Program("sh8bench", "shbench_bench", ["cross=1", "rounds=3000"], ["rounds=1000"],
+            "the same, the LIFO half of each batch freed by the next thread"),
 ]
 
 
@@ -137,6 +145,7 @@ def measure(quick, rounds, seed):
     rounds = 2 if quick else rounds
     samples = {p.name: {a: [] for a in ALLOCATORS} for p in PROGRAMS}
     entries = [(p, a) for p in PROGRAMS for a in ALLOCATORS]
+    load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="cross_thread.") as scratch:
         for round_number in range(rounds):
             order = list(entries)
@@ -149,7 +158,8 @@ def measure(quick, rounds, seed):
                 if not sample["ok"]:
                     log(f"cross-thread: {program.name} under {allocator} failed: "
                         f"{sample['failure']}")
-    data = {"rounds": rounds, "quick": quick,
+            load.append(os.getloadavg()[0])
+    data = {"rounds": rounds, "quick": quick, "load_average": load,
             "programs": {p.name: {"title": p.title, "binary": p.binary,
                                   "arguments": p.arguments + (p.quick_arguments if quick else []),
                                   "samples": samples[p.name]} for p in PROGRAMS}}
@@ -275,7 +285,8 @@ def report(info, data):
     passed = sum(all(summary[n]["criteria"][c]["passed"] for c in ("wall", "rss", "sys"))
                  for n in summary)
     verdict_header = ["program", f"wall / best peer (≤ {WALL_LIMIT})",
-                      f"peak RSS / smallest peer's (≤ {RSS_LIMIT})", f"sys / glibc (≤ {SYS_LIMIT})"]
+                      f"peak RSS / smallest peer's (≤ {RSS_LIMIT})",
+                      f"sys / glibc (≤ {SYS_LIMIT})"]
     figure(table, PAPER / "cross_thread.png")
     text = "\n".join([
         "# Cross-thread frees: measured results", "",
@@ -283,7 +294,10 @@ def report(info, data):
         " do not edit by hand.", "",
         f"Machine and date: {machine_line(info)}. Rounds: {data['rounds']}"
         f"{' (quick: smaller scale)' if data['quick'] else ''}, interleaved; every number is the"
-        " median over the rounds that succeeded.", "",
+        " median over the rounds that succeeded. The machine's 1-minute load average at the"
+        " start and after each round: "
+        + ", ".join(f"{x:.1f}" for x in data.get("load_average", [])) + " (other work on the"
+        " 2 cores lengthens wall times; user and sys time are the steadier measures).", "",
         "![cross-thread programs](cross_thread.png)", "",
         f"## pagemalloc against the criteria: {passed} of {len(summary)} programs pass all three",
         "",
