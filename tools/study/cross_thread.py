@@ -5,6 +5,8 @@ is modelled on) are plain executables calling malloc/free; every allocator is pu
 by LD_PRELOAD (glibc: nothing preloaded; pagemalloc: the release tree's libpagemalloc.so):
 
   pipeline        8 producers hand blocks of 8 B-300 KB through bounded queues to 8 consumers
+                  (256 blocks per queue)
+  pipeline-deep   the same with 16,384 blocks per queue, so that consumers can lag far behind
   rptest          rpmalloc-style random alloc/free, a share of blocks freed by the next thread
   larson          Larson's server simulation: arrays handed to successor threads
   xmalloc         one thread allocates, another frees (4 pairs, xmalloc-test style)
@@ -64,7 +66,10 @@ class Program:
 
 PROGRAMS = [
     Program("pipeline", "pipeline_bench", [], ["items=30000"],
-            "8 producers hand blocks of 8 B-300 KB to 8 consumers through bounded queues"),
+            "8 producers hand blocks of 8 B-300 KB to 8 consumers through bounded queues of "
+            "256 blocks"),
+    Program("pipeline-deep", "pipeline_bench", ["queue=16384"], ["items=30000"],
+            "the same with queues of 16,384 blocks: consumers may lag far behind"),
     Program("rptest", "rptest_bench", [], ["loops=500"],
             "rpmalloc-style random alloc/free on 4 threads, a share freed by the next thread"),
     Program("larson", "larson_bench", [], ["generations=25"],

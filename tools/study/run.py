@@ -14,8 +14,8 @@ Parts (all by default, in this order):
                   (papers/allocator-workloads)
   real-programs   python, perl, lua, ruby, sqlite, g++, jq and redis under every allocator by
                   LD_PRELOAD, outputs compared (benchmarks/real_programs)
-  cross-thread    programs whose blocks other threads free (pipeline, rptest, larson,
-                  xmalloc, oversubscribed, sh8bench) and sh6bench under glibc, jemalloc,
+  cross-thread    programs whose blocks other threads free (pipeline with shallow and deep
+                  queues, rptest, larson, xmalloc, oversubscribed, sh8bench) and sh6bench under glibc, jemalloc,
                   mimalloc, tcmalloc and pagemalloc by LD_PRELOAD: wall, sys, peak RSS,
                   context switches, and pagemalloc's criteria against the peers
                   (papers/cross-thread)
