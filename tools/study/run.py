@@ -15,10 +15,10 @@ Parts (all by default, in this order):
   real-programs   python, perl, lua, ruby, sqlite, g++, jq and redis under every allocator by
                   LD_PRELOAD, outputs compared (benchmarks/real_programs)
   cross-thread    programs whose blocks other threads free (pipeline with shallow and deep
-                  queues, rptest, larson, xmalloc, oversubscribed, sh8bench) and sh6bench under glibc, jemalloc,
-                  mimalloc, tcmalloc and pagemalloc by LD_PRELOAD: wall, sys, peak RSS,
-                  context switches, and pagemalloc's criteria against the peers
-                  (papers/cross-thread)
+                  queues, rptest, larson, xmalloc, oversubscribed, sh8bench) and sh6bench
+                  under glibc, jemalloc, mimalloc, tcmalloc and pagemalloc by LD_PRELOAD:
+                  wall, sys, peak RSS, context switches, and pagemalloc's criteria against
+                  the peers (papers/cross-thread)
   instructions    instructions per malloc and per free on the fast path, counted with
                   valgrind's callgrind, every allocator (papers/cross-thread/instructions.md)
 
