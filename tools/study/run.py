@@ -14,6 +14,13 @@ Parts (all by default, in this order):
                   (papers/allocator-workloads)
   real-programs   python, perl, lua, ruby, sqlite, g++, jq and redis under every allocator by
                   LD_PRELOAD, outputs compared (benchmarks/real_programs)
+  cross-thread    programs whose blocks other threads free (pipeline with shallow and deep
+                  queues, rptest, larson, xmalloc, oversubscribed, sh8bench) and sh6bench
+                  under glibc, jemalloc, mimalloc, tcmalloc and pagemalloc by LD_PRELOAD:
+                  wall, sys, peak RSS, context switches, and pagemalloc's criteria against
+                  the peers (papers/cross-thread)
+  instructions    instructions per malloc and per free on the fast path, counted with
+                  valgrind's callgrind, every allocator (papers/cross-thread/instructions.md)
 
 It builds the presets of CMakePresets.json it needs (release = the pagemap variant, hybrid,
 rbtree, trace = the tracing drop-in), only the targets it runs; raw results go to results/
@@ -30,12 +37,16 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import arrow  # noqa: E402
+import cross_thread  # noqa: E402
+import instructions  # noqa: E402
 import tree_overhead  # noqa: E402
 import workloads  # noqa: E402
 from allocators import VARIANTS, build_directory, dropin  # noqa: E402
 from common import RESULTS, ROOT, log, machine, read_json, run, write_json  # noqa: E402
 
-PARTS = ["arrow", "tree-overhead", "workloads", "real-programs"]
+PARTS = ["arrow", "tree-overhead", "workloads", "real-programs", "cross-thread", "instructions"]
+# The parts that run every run-manager variant's build (the others need the release tree only).
+VARIANT_PARTS = {"arrow", "tree-overhead", "workloads", "real-programs"}
 BENCHMARKS = ["small_chunks_bench", "large_blocks_bench", "arrow_builder_bench"]
 
 
@@ -47,12 +58,17 @@ def build(preset, targets):
 
 
 def build_everything(parts):
-    release_targets = ["pagemalloc", *BENCHMARKS]
+    variants = bool(VARIANT_PARTS & set(parts))
+    release_targets = ["pagemalloc", *(BENCHMARKS if variants else [])]
     if "tree-overhead" in parts:
         release_targets += ["run_manager_bench", "run_manager_bench_counted", "trace_replay",
                             "trace_replay_counted"]
+    if "cross-thread" in parts:
+        release_targets += cross_thread.TARGETS
+    if "instructions" in parts:
+        release_targets += instructions.TARGETS
     build("release", release_targets)
-    for variant in VARIANTS[1:]:
+    for variant in VARIANTS[1:] if variants else []:
         build(variant, ["pagemalloc", *BENCHMARKS])
     if "tree-overhead" in parts:
         build("trace", ["pagemalloc"])
@@ -120,6 +136,11 @@ def main():
                                               args.quick)
         summary += tree_overhead.report(info, micro, replay, workload_data,
                                         real_program_medians(real_data)) + [""]
+    if "cross-thread" in parts:
+        summary += cross_thread.report(info, cross_thread.measure(args.quick, args.rounds,
+                                                                  args.seed)) + [""]
+    if "instructions" in parts:
+        summary += instructions.report(info, instructions.measure(args.quick)) + [""]
     text = "\n".join(summary)
     (RESULTS / "summary.md").write_text(
         "# Study summary\n\n```\n" + text + "\n```\n")

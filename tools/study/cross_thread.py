@@ -1,0 +1,327 @@
+"""Blocks freed by other threads than the ones that allocated them (papers/cross-thread).
+
+The programs (benchmarks/cross_thread/, each file's top comment names the public benchmark it
+is modelled on) are plain executables calling malloc/free; every allocator is put under them
+by LD_PRELOAD (glibc: nothing preloaded; pagemalloc: the release tree's libpagemalloc.so):
+
+  pipeline        8 producers hand blocks of 8 B-300 KB through bounded queues to 8 consumers
+                  (256 blocks per queue)
+  pipeline-deep   the same with 16,384 blocks per queue, so that consumers can lag far behind
+  rptest          rpmalloc-style random alloc/free, a share of blocks freed by the next thread
+  larson          Larson's server simulation: arrays handed to successor threads
+  xmalloc         one thread allocates, another frees (4 pairs, xmalloc-test style)
+  oversubscribed  16 threads on 2 CPUs, small blocks, some freed by another thread
+  sh6bench        SmartHeap-style batches freed half oldest-first, half newest-first
+  sh8bench        the same with the newest-first half freed by the next thread
+
+Each program checks every block it frees and its totals, and must exit 0 and print its
+"all checked" line. One process per (program, allocator) and round, in an order shuffled from
+the seed and the round (5 rounds; --quick: 2 rounds at a smaller scale), each started through
+benchmarks/cross_thread/measure_run (so that its peak RSS is its own), which reports wall
+time, user and sys time, peak RSS (ru_maxrss) and voluntary and involuntary context switches.
+A median is taken over the rounds that succeeded.
+
+The criteria, per program, for pagemalloc against the peers measured in the same run:
+  wall time  <= 1.1 x the best (smallest) median wall time among glibc, jemalloc, mimalloc,
+             tcmalloc
+  peak RSS   <= 1.5 x the smallest median peak RSS among the peers
+  sys time   <= 2 x glibc's median sys time
+A program that failed or timed out in any round under pagemalloc fails all three. The load
+average of the machine is recorded at the start and after each round.
+
+Writes results/cross_thread.json (every sample), papers/cross-thread/results.md (tables and
+the verdicts), papers/cross-thread/cross_thread.png and papers/cross-thread/summary.json.
+"""
+
+import dataclasses
+import os
+import random
+import subprocess
+import tempfile
+from pathlib import Path
+
+from allocators import PEERS, build_directory, dropin, peer_library
+from common import (PAPERS, RESULTS, fmt_ratio, log, machine_line, markdown_table, median, ratio,
+                    text_table, write_json)
+
+PAPER = PAPERS / "cross-thread"
+ALLOCATORS = PEERS + ["pagemalloc"]
+TARGETS = ["pipeline_bench", "rptest_bench", "larson_bench", "xmalloc_bench",
+           "oversubscribed_bench", "shbench_bench", "measure_run"]
+TIMEOUT_SECONDS = 120
+WALL_LIMIT, RSS_LIMIT, SYS_LIMIT = 1.1, 1.5, 2.0
+# Variables that would change an allocator's behaviour: never passed to the programs.
+SCRUBBED = ("LD_PRELOAD", "MALLOC_CONF", "PAGEMALLOC_CONF", "GLIBC_TUNABLES", "MALLOC_ARENA_MAX")
+SCRUBBED_PREFIXES = ("MIMALLOC_", "TCMALLOC_", "LD_DEBUG")
+
+
+@dataclasses.dataclass
+class Program:
+    name: str
+    binary: str
+    arguments: list
+    quick_arguments: list
+    title: str
+
+
+PROGRAMS = [
+    Program("pipeline", "pipeline_bench", [], ["items=30000"],
+            "8 producers hand blocks of 8 B-300 KB to 8 consumers through bounded queues of "
+            "256 blocks"),
+    Program("pipeline-deep", "pipeline_bench", ["queue=16384"], ["items=30000"],
+            "the same with queues of 16,384 blocks: consumers may lag far behind"),
+    Program("rptest", "rptest_bench", [], ["loops=500"],
+            "rpmalloc-style random alloc/free on 4 threads, a share freed by the next thread"),
+    Program("larson", "larson_bench", [], ["generations=25"],
+            "Larson server simulation: 4 arrays handed to successor threads, 100 generations"),
+    Program("xmalloc", "xmalloc_bench", [], ["batches=4000"],
+            "one thread allocates, another frees: 4 pairs, blocks of 8-512 B"),
+    Program("oversubscribed", "oversubscribed_bench", [], ["ops=400000"],
+            "16 threads on 2 CPUs, blocks of 8-512 B, every 8th freed by the next thread"),
+    Program("sh6bench", "shbench_bench", [], ["rounds=5000"],
+            "SmartHeap-style: 4 threads, batches of 500 blocks of 8-1000 B freed half FIFO, "
+            "half LIFO"),
+    Program("sh8bench", "shbench_bench", ["cross=1", "rounds=3000"], ["rounds=1000"],
+            "the same, the LIFO half of each batch freed by the next thread"),
+]
+
+
+def program_directory():
+    return build_directory("pagemap") / "benchmarks" / "cross_thread"
+
+
+def preload_of(allocator):
+    """The library to preload for an allocator; None for glibc."""
+    return dropin("pagemap") if allocator == "pagemalloc" else peer_library(allocator)
+
+
+def clean_environment():
+    return {name: value for name, value in os.environ.items()
+            if name not in SCRUBBED and not name.startswith(SCRUBBED_PREFIXES)}
+
+
+def parse_result_line(text):
+    fields = text.split()
+    values = {fields[i]: int(fields[i + 1]) for i in range(0, len(fields) - 1, 2)}
+    return {
+        "status": values["status"],
+        "timed_out": bool(values["timed_out"]),
+        "wall_s": values["wall_ns"] / 1e9,
+        "user_s": values["user_us"] / 1e6,
+        "sys_s": values["system_us"] / 1e6,
+        "maxrss_mib": values["maxrss_kib"] / 1024,
+        "voluntary_switches": values["voluntary_switches"],
+        "involuntary_switches": values["involuntary_switches"],
+    }
+
+
+def run_once(program, allocator, quick, scratch):
+    """One process: returns its sample (with "ok" and, when not ok, "failure")."""
+    launcher = program_directory() / "measure_run"
+    arguments = program.arguments + (program.quick_arguments if quick else [])
+    result_file = Path(scratch) / "result.txt"
+    command = [str(launcher), str(result_file), str(TIMEOUT_SECONDS)]
+    library = preload_of(allocator)
+    if library is not None:
+        command += ["-e", f"LD_PRELOAD={library}"]
+    command += ["--", str(program_directory() / program.binary), *arguments]
+    finished = subprocess.run(command, env=clean_environment(), capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=TIMEOUT_SECONDS + 60)
+    if finished.returncode != 0 or not result_file.exists():
+        return {"ok": False, "failure": f"launcher exit {finished.returncode}: "
+                                        f"{finished.stderr.strip()[-400:]}"}
+    sample = parse_result_line(result_file.read_text())
+    result_file.unlink()
+    if sample["timed_out"]:
+        sample.update(ok=False, failure=f"timed out after {TIMEOUT_SECONDS} s")
+    elif sample["status"] != 0:
+        sample.update(ok=False, failure=f"exit status {sample['status']}: "
+                                        f"{finished.stderr.strip()[-400:]}")
+    elif "all checked" not in finished.stdout:
+        sample.update(ok=False, failure=f"no 'all checked' line in {finished.stdout[-200:]!r}")
+    else:
+        sample["ok"] = True
+        sample["output"] = finished.stdout.strip()
+    return sample
+
+
+def measure(quick, rounds, seed):
+    """Runs every program under every allocator in interleaved rounds; returns the data."""
+    rounds = 2 if quick else rounds
+    samples = {p.name: {a: [] for a in ALLOCATORS} for p in PROGRAMS}
+    entries = [(p, a) for p in PROGRAMS for a in ALLOCATORS]
+    load = [os.getloadavg()[0]]
+    with tempfile.TemporaryDirectory(prefix="cross_thread.") as scratch:
+        for round_number in range(rounds):
+            order = list(entries)
+            random.Random(seed * 1000 + round_number).shuffle(order)
+            log(f"cross-thread: round {round_number + 1}/{rounds} ({len(order)} processes)")
+            for program, allocator in order:
+                sample = run_once(program, allocator, quick, scratch)
+                sample["round"] = round_number
+                samples[program.name][allocator].append(sample)
+                if not sample["ok"]:
+                    log(f"cross-thread: {program.name} under {allocator} failed: "
+                        f"{sample['failure']}")
+            load.append(os.getloadavg()[0])
+    data = {"rounds": rounds, "quick": quick, "load_average": load,
+            "programs": {p.name: {"title": p.title, "binary": p.binary,
+                                  "arguments": p.arguments + (p.quick_arguments if quick else []),
+                                  "samples": samples[p.name]} for p in PROGRAMS}}
+    write_json(RESULTS / "cross_thread.json", data)
+    return data
+
+
+METRICS = ["wall_s", "user_s", "sys_s", "maxrss_mib", "voluntary_switches",
+           "involuntary_switches"]
+
+
+def medians(samples):
+    """{metric: median over the successful samples}, and the number of failed ones."""
+    good = [s for s in samples if s["ok"]]
+    out = {metric: median([s[metric] for s in good]) for metric in METRICS}
+    out["failed"] = len(samples) - len(good)
+    out["switches"] = median([s["voluntary_switches"] + s["involuntary_switches"] for s in good])
+    return out
+
+
+def verdicts(by_allocator):
+    """The three criteria for pagemalloc in one program: {criterion: (ratio, limit, passed)}."""
+    ours = by_allocator["pagemalloc"]
+    peers = [by_allocator[p] for p in PEERS if by_allocator[p]["wall_s"] is not None]
+    best_wall = min((p["wall_s"] for p in peers), default=None)
+    best_rss = min((p["maxrss_mib"] for p in peers), default=None)
+    glibc_sys = by_allocator["glibc"]["sys_s"]
+    failed = ours["failed"] > 0 or ours["wall_s"] is None
+    out = {}
+    for name, value, reference, limit in [("wall", ours["wall_s"], best_wall, WALL_LIMIT),
+                                          ("rss", ours["maxrss_mib"], best_rss, RSS_LIMIT),
+                                          ("sys", ours["sys_s"], glibc_sys, SYS_LIMIT)]:
+        r = None if failed else ratio(value, reference)
+        if r is None and not failed and value == 0 and reference == 0:
+            r = 1.0  # 0 s of sys time against 0 s: no more than glibc
+        out[name] = (r, limit, r is not None and r <= limit)
+    return out
+
+
+def figure(table, path):
+    """Three panels: pagemalloc and every peer relative to the best peer in wall time and peak
+    RSS, and sys time relative to glibc's, with the criteria's limits as dashed lines."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
+
+    names = list(table)
+    panels = [("wall_s", "wall time / best peer's", lambda t: min(
+        t[p]["wall_s"] for p in PEERS if t[p]["wall_s"] is not None), WALL_LIMIT),
+              ("maxrss_mib", "peak RSS / smallest peer's", lambda t: min(
+                  t[p]["maxrss_mib"] for p in PEERS if t[p]["maxrss_mib"] is not None), RSS_LIMIT),
+              ("sys_s", "sys time / glibc's", lambda t: t["glibc"]["sys_s"], SYS_LIMIT)]
+    width = 0.8 / len(ALLOCATORS)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    for axis, (metric, title, reference_of, limit) in zip(axes, panels):
+        for i, allocator in enumerate(ALLOCATORS):
+            values = []
+            for name in names:
+                reference = reference_of(table[name])
+                value = ratio(table[name][allocator][metric], reference)
+                values.append(float("nan") if value is None else value)
+            axis.bar([x + i * width for x in range(len(names))], values, width, label=allocator)
+        axis.axhline(limit, color="black", linestyle="--", linewidth=0.8)
+        axis.axhline(1.0, color="grey", linewidth=0.5)
+        axis.set_xticks([x + 0.4 - width / 2 for x in range(len(names))], names, rotation=30,
+                        ha="right")
+        axis.set(title=title + f" (limit {limit})", ylabel="ratio, lower is better")
+        axis.set_yscale("log")
+        axis.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        axis.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        axis.yaxis.set_minor_formatter(NullFormatter())
+        axis.grid(True, axis="y", alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def fmt_number(value, digits=2):
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def fmt_count(value):
+    return "—" if value is None else f"{value:,.0f}"
+
+
+def report(info, data):
+    """Writes papers/cross-thread/results.md, the figure and summary.json; returns summary
+    lines."""
+    PAPER.mkdir(parents=True, exist_ok=True)
+    table = {name: {a: medians(entry["samples"][a]) for a in ALLOCATORS}
+             for name, entry in data["programs"].items()}
+    sections, verdict_rows, summary_rows, summary = [], [], [], {}
+    for name, entry in data["programs"].items():
+        by_allocator = table[name]
+        best_wall = min((by_allocator[p]["wall_s"] for p in PEERS
+                         if by_allocator[p]["wall_s"] is not None), default=None)
+        best_rss = min((by_allocator[p]["maxrss_mib"] for p in PEERS
+                        if by_allocator[p]["maxrss_mib"] is not None), default=None)
+        rows = []
+        for allocator in ALLOCATORS:
+            m = by_allocator[allocator]
+            rows.append([allocator, fmt_number(m["wall_s"]), fmt_number(m["user_s"]),
+                         fmt_number(m["sys_s"]), fmt_number(m["maxrss_mib"], 1),
+                         fmt_count(m["voluntary_switches"]), fmt_count(m["involuntary_switches"]),
+                         fmt_ratio(ratio(m["wall_s"], best_wall)),
+                         fmt_ratio(ratio(m["maxrss_mib"], best_rss)),
+                         fmt_ratio(ratio(m["sys_s"], by_allocator["glibc"]["sys_s"])),
+                         str(m["failed"])])
+        header = ["allocator", "wall s", "user s", "sys s", "peak RSS MiB", "voluntary cs",
+                  "involuntary cs", "wall / best peer", "RSS / best peer", "sys / glibc",
+                  "failed rounds"]
+        command = " ".join([entry["binary"], *entry["arguments"]])
+        sections += [f"### {name}", "", f"{entry['title']} (`{command}`).", "",
+                     markdown_table(header, rows), ""]
+        v = verdicts(by_allocator)
+        both_zero = by_allocator["pagemalloc"]["sys_s"] == 0 == by_allocator["glibc"]["sys_s"]
+        verdict_rows.append([name] + [
+            ("0 s, as glibc's" if c == "sys" and both_zero else fmt_ratio(v[c][0]))
+            + f" ({'pass' if v[c][2] else 'FAIL'})" for c in ("wall", "rss", "sys")])
+        summary_rows.append([name] + [fmt_ratio(v[c][0]) + ("" if v[c][2] else " !")
+                                      for c in ("wall", "rss", "sys")])
+        summary[name] = {"medians": by_allocator,
+                         "criteria": {c: {"ratio": v[c][0], "limit": v[c][1], "passed": v[c][2]}
+                                      for c in v}}
+    passed = sum(all(summary[n]["criteria"][c]["passed"] for c in ("wall", "rss", "sys"))
+                 for n in summary)
+    verdict_header = ["program", f"wall / best peer (≤ {WALL_LIMIT})",
+                      f"peak RSS / smallest peer's (≤ {RSS_LIMIT})",
+                      f"sys / glibc (≤ {SYS_LIMIT})"]
+    figure(table, PAPER / "cross_thread.png")
+    text = "\n".join([
+        "# Cross-thread frees: measured results", "",
+        "Generated by `bash tools/study.sh --only cross-thread` (part of `bash tools/study.sh`);"
+        " do not edit by hand.", "",
+        f"Machine and date: {machine_line(info)}. Rounds: {data['rounds']}"
+        f"{' (quick: smaller scale)' if data['quick'] else ''}, interleaved; every number is the"
+        " median over the rounds that succeeded. The machine's 1-minute load average at the"
+        " start and after each round: "
+        + ", ".join(f"{x:.1f}" for x in data.get("load_average", [])) + " (other work on the"
+        " 2 cores lengthens wall times; user and sys time are the steadier measures).", "",
+        "![cross-thread programs](cross_thread.png)", "",
+        f"## pagemalloc against the criteria: {passed} of {len(summary)} programs pass all three",
+        "",
+        markdown_table(verdict_header, verdict_rows), "",
+        "Best peer: the smallest median among glibc, jemalloc, mimalloc and tcmalloc, taken"
+        " separately for wall time and for peak RSS. A program that failed in any round under"
+        " pagemalloc fails every criterion.", "",
+        "## Each program, every allocator", "",
+        "cs: context switches of the whole process (voluntary: it waited, e.g. on a futex;"
+        " involuntary: it was preempted).", "",
+        *sections])
+    (PAPER / "results.md").write_text(text)
+    write_json(PAPER / "summary.json", {"machine": info, "rounds": data["rounds"],
+                                        "quick": data["quick"], "programs": summary})
+    lines = [f"cross-thread (papers/cross-thread/results.md): pagemalloc passes {passed} of "
+             f"{len(summary)}; ratios (! = over the limit):",
+             text_table(["program", "wall/best", "rss/best", "sys/glibc"], summary_rows)]
+    return lines
