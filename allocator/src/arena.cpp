@@ -17,6 +17,7 @@ void* Arena::alloc_small(unsigned size_class) {
 
 unsigned Arena::alloc_batch(unsigned size_class, void** out, unsigned n) {
   LockGuard guard(lock_);
+  if (remote_.maybe_nonempty()) collect_remote();
   Bin& bin = bins_[size_class];
   unsigned taken = n < bin.stashed ? n : bin.stashed;
   bin.stashed -= taken;
@@ -58,9 +59,38 @@ void Arena::free_batch(void* const* regions, unsigned n, const char* call) {
   }
 }
 
+void Arena::free_remote(void* const* regions, unsigned n) {
+  if (n == 0) return;
+  const unsigned size_class = page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
+  if (kSizeClasses[size_class].size < RemoteFrees::kMinRegionSize) [[unlikely]]
+    return free_batch(regions, n, "free");
+  if (remote_.push(regions, n) >= kRemoteCollectAt && lock_.try_lock()) {
+    collect_remote();
+    lock_.unlock();
+  }
+}
+
+// Requires: lock_ held. Each region goes to its bin's stash while there is room, else to its
+// slab; a region that is already free there was freed twice.
+void Arena::collect_remote() {
+  remote_.take_all([this](void* p) {
+    const PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
+    const unsigned size_class = e.size_class();
+    Bin& bin = bins_[size_class];
+    if (bin.stashed < stash_capacity(size_class)) {
+      stash_of(size_class)[bin.stashed++] = p;
+      allocated_ -= kSizeClasses[size_class].size;
+      --blocks_;
+    } else {
+      give_back(static_cast<Slab*>(e.slab_descriptor()), p, "free");
+    }
+  });
+}
+
 bool Arena::region_is_free(Slab* slab, const void* p) {
   const SizeClass& sc = kSizeClasses[slab->size_class];
   LockGuard guard(lock_);
+  collect_remote();  // a region waiting in the inbox is free too
   const Bin& bin = bins_[slab->size_class];
   for (unsigned i = 0; i < bin.stashed; ++i)
     if (stash_of(slab->size_class)[i] == p) return true;
@@ -231,6 +261,7 @@ void Arena::tick() {
 
 void Arena::reset() {
   LockGuard guard(lock_);
+  remote_.take_all([](void*) {});  // every block is freed below
   for (Bin& bin : bins_) {
     bin.current = nullptr;
     bin.partial = {};
@@ -288,6 +319,7 @@ std::size_t Arena::purge_oldest(std::size_t bytes) {
 
 void Arena::purge_all() {
   LockGuard guard(lock_);
+  collect_remote();
   unstash_all();
   // An empty current slab too: with nothing live, nothing stays.
   for (Bin& bin : bins_) {
@@ -303,6 +335,7 @@ void Arena::purge_all() {
 
 ArenaStats Arena::stats() {
   LockGuard guard(lock_);
+  collect_remote();
   return ArenaStats{allocated_,
                     blocks_,
                     active_pages_,

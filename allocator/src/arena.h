@@ -23,6 +23,7 @@
 #include "meta_pool.h"
 #include "pagemap/intrusive_list.h"
 #include "pagemap/page_map.h"
+#include "remote_frees.h"
 #include "runs.h"
 #include "size_classes.h"
 #include "slab.h"
@@ -96,6 +97,13 @@ class Arena {
   unsigned alloc_batch(unsigned size_class, void** out, unsigned n);
   // Frees n small regions (a thread cache's flush) under one lock.
   void free_batch(void* const* regions, unsigned n, const char* call);
+  // Frees n small regions of one class from a thread whose cache belongs to another arena:
+  // pushed to the arena's inbox without its lock (remote_frees.h), and collected by its next
+  // refill. When the inbox holds kRemoteCollectAt regions or more, the pusher collects it if
+  // the lock is free (so the inbox stays bounded when the arena's own threads stop
+  // allocating). Regions of the 8-byte class go through free_batch.
+  void free_remote(void* const* regions, unsigned n);
+  static constexpr std::size_t kRemoteCollectAt = 1024;
   // Whether the small region p is free in its slab's bitmap (a double-free check).
   bool region_is_free(Slab* slab, const void* p);
 
@@ -141,6 +149,7 @@ class Arena {
   Slab* next_slab(Bin& bin, unsigned size_class);
   void give_back(Slab* slab, void* p, const char* call);
   void unstash_all();
+  void collect_remote();
   void release_slab(Slab* slab);
   void tick();
   void tag_interior(std::byte* chunk, PageIndex from, PageIndex to);
@@ -158,6 +167,7 @@ class Arena {
   std::size_t active_pages_ = 0;
   std::size_t purged_pages_ = 0;
   std::uint64_t last_purge_ms_ = 0;
+  RemoteFrees remote_;  // regions freed by other arenas' threads, not yet collected
   void* stash_slots_[kStashTotalSlots];  // last: apart from everything a slow path touches
 };
 

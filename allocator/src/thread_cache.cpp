@@ -141,7 +141,7 @@ std::uint32_t ThreadCache::flush(unsigned size_class, unsigned n) {
   Bin& bin = bins_[size_class];
   const std::uint32_t count = bin.count.load(std::memory_order_relaxed);
   // The oldest entries (bottom of the stack) go back; the warm ones stay.
-  if (bin.mixed) [[unlikely]] return_to_owners(bin.slots, n);
+  if (bin.mixed) [[unlikely]] return_to_owners(arena_, bin.slots, n);
   else arena_->free_batch(bin.slots, n, "free");
   for (std::uint32_t i = n; i < count; ++i) bin.slots[i - n] = bin.slots[i];
   bin.count.store(count - n, std::memory_order_relaxed);
@@ -149,8 +149,9 @@ std::uint32_t ThreadCache::flush(unsigned size_class, unsigned n) {
   return count - n;
 }
 
-// Each run of regions of one arena goes back in one batch.
-void ThreadCache::return_to_owners(void* const* regions, unsigned n) {
+// Each run of regions of one arena goes back in one batch: to this cache's arena under its
+// lock, to any other through its inbox, without its lock.
+void ThreadCache::return_to_owners(Arena* mine, void* const* regions, unsigned n) {
   auto owner_of = [](const void* p) {
     return AddressMap::owner_of<Arena>(address_map().get(chunk_base_of(p)));
   };
@@ -159,7 +160,8 @@ void ThreadCache::return_to_owners(void* const* regions, unsigned n) {
   for (unsigned i = 1; i <= n; ++i) {
     Arena* next = i < n ? owner_of(regions[i]) : nullptr;
     if (next != owner) {
-      owner->free_batch(regions + start, i - start, "free");
+      if (owner == mine) owner->free_batch(regions + start, i - start, "free");
+      else owner->free_remote(regions + start, i - start);
       start = i;
       owner = next;
     }

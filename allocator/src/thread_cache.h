@@ -22,7 +22,8 @@
 // region of another automatic arena (freed by a thread other than the one that allocated
 // it) goes in through push_foreign, from the slow path, without a lock, and marks its bin
 // mixed: a mixed bin's flush returns each region to the arena that holds it, found through
-// the address map (as jemalloc's tcache flush sorts by arena).
+// the address map (as jemalloc's tcache flush sorts by arena): to another arena through its
+// inbox of remote frees, without its lock (arena.h).
 #pragma once
 
 #include <array>
@@ -145,7 +146,7 @@ class ThreadCache {
   void push_overflowing(unsigned size_class, void* p);
   // Returns the n oldest regions to their arenas; returns the new count.
   std::uint32_t flush(unsigned size_class, unsigned n);
-  static void return_to_owners(void* const* regions, unsigned n);
+  static void return_to_owners(Arena* mine, void* const* regions, unsigned n);
 
   static constexpr std::uintptr_t kFreedKey = 0x7061'6765'6672'6565;  // "pagefree"
   static inline constinit thread_local ThreadCache* current_ = nullptr;
