@@ -16,12 +16,14 @@ void* Arena::alloc_small(unsigned size_class) {
 }
 
 unsigned Arena::alloc_batch(unsigned size_class, void** out, unsigned n) {
-  LockGuard guard(lock_);
-  if (remote_.maybe_nonempty()) collect_remote();
+  Locked guard(*this);
+  unsigned taken = 0;
+  if (remote_[size_class].maybe_nonempty()) taken = take_remote(size_class, out, n);
   Bin& bin = bins_[size_class];
-  unsigned taken = n < bin.stashed ? n : bin.stashed;
-  bin.stashed -= taken;
-  std::memcpy(out, stash_of(size_class) + bin.stashed, taken * sizeof(void*));
+  const unsigned from_stash = n - taken < bin.stashed ? n - taken : bin.stashed;
+  bin.stashed -= from_stash;
+  std::memcpy(out + taken, stash_of(size_class) + bin.stashed, from_stash * sizeof(void*));
+  taken += from_stash;
   while (taken < n) {
     Slab* slab = bin.current;
     if (slab == nullptr || slab->free_count == 0) {
@@ -62,35 +64,44 @@ void Arena::free_batch(void* const* regions, unsigned n, const char* call) {
 void Arena::free_remote(void* const* regions, unsigned n) {
   if (n == 0) return;
   const unsigned size_class = page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
-  if (kSizeClasses[size_class].size < RemoteFrees::kMinRegionSize) [[unlikely]]
-    return free_batch(regions, n, "free");
-  if (remote_.push(regions, n) >= kRemoteCollectAt && lock_.try_lock()) {
-    collect_remote();
+  const std::size_t size = kSizeClasses[size_class].size;
+  if (size < RemoteFrees::kMinRegionSize) [[unlikely]] return free_batch(regions, n, "free");
+  if (remote_[size_class].push(regions, n) * size >= kRemoteCollectBytes && lock_.try_lock()) {
+    collect_remote(size_class);
     lock_.unlock();
   }
 }
 
-// Requires: lock_ held. Each region goes to its bin's stash while there is room, else to its
-// slab; a region that is already free there was freed twice.
-void Arena::collect_remote() {
-  remote_.take_all([this](void* p) {
-    const PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
-    const unsigned size_class = e.size_class();
-    Bin& bin = bins_[size_class];
-    if (bin.stashed < stash_capacity(size_class)) {
+// Each region taken counts as freed here; alloc_batch counts those it hands out again.
+unsigned Arena::take_remote(unsigned size_class, void** out, unsigned n) {
+  const std::size_t size = kSizeClasses[size_class].size;
+  Bin& bin = bins_[size_class];
+  unsigned taken = 0;
+  remote_[size_class].take_all([&](void* p) {
+    if (taken < n) {
+      out[taken++] = p;
+    } else if (bin.stashed < stash_capacity(size_class)) {
       stash_of(size_class)[bin.stashed++] = p;
-      allocated_ -= kSizeClasses[size_class].size;
-      --blocks_;
     } else {
-      give_back(static_cast<Slab*>(e.slab_descriptor()), p, "free");
+      const PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
+      return give_back(static_cast<Slab*>(e.slab_descriptor()), p, "free");  // counts it
     }
+    allocated_ -= size;
+    --blocks_;
   });
+  return taken;
+}
+
+// Requires: lock_ held.
+void Arena::collect_all_remote() {
+  for (unsigned c = 0; c < kNumClasses; ++c)
+    if (remote_[c].maybe_nonempty()) collect_remote(c);
 }
 
 bool Arena::region_is_free(Slab* slab, const void* p) {
   const SizeClass& sc = kSizeClasses[slab->size_class];
   LockGuard guard(lock_);
-  collect_remote();  // a region waiting in the inbox is free too
+  collect_remote(slab->size_class);  // a region waiting in the inbox is free too
   const Bin& bin = bins_[slab->size_class];
   for (unsigned i = 0; i < bin.stashed; ++i)
     if (stash_of(slab->size_class)[i] == p) return true;
@@ -188,7 +199,7 @@ void Arena::release_slab(Slab* slab) {
 void* Arena::alloc_large(std::size_t bytes, std::size_t align, bool& zeroed) {
   const PageCount pages = PageCount::covering(bytes);
   const PageCount extra(align > kPageSize ? align / kPageSize - 1 : 0);
-  LockGuard guard(lock_);
+  Locked guard(*this);
   tick();
   AllocatedRun r = runs_.alloc(pages + extra);
   if (!r.run) return nullptr;
@@ -209,10 +220,37 @@ void* Arena::alloc_large(std::size_t bytes, std::size_t align, bool& zeroed) {
   return block.base();
 }
 
-void Arena::free_large(void* p, PageCount pages) {
-  LockGuard guard(lock_);
+void Arena::free_large(void* p, PageCount pages, const char* call) {
+  // A deferred block's first word holds kDeferredKey: a second free of it waits for the lock,
+  // which frees the deferred blocks first, and then finds the block free (a double free).
+  auto* first_word = static_cast<std::uintptr_t*>(p);
+  if (*first_word != kDeferredKey && !lock_.try_lock()) {
+    *first_word = kDeferredKey;
+    void* block = p;
+    deferred_large_.push(&block, 1);
+    // The holder may have released the lock before the push: then nobody frees it until the
+    // next call, unless this thread can take the lock now.
+    if (lock_.try_lock()) {
+      free_deferred_large();
+      lock_.unlock();
+    }
+    return;
+  }
+  if (*first_word == kDeferredKey) lock_.lock();
+  free_deferred_large();
+  free_large_locked(p, pages, call);
+  lock_.unlock();
+}
+
+// Requires: lock_ held.
+void Arena::free_large_locked(void* p, PageCount pages, const char* call) {
   Run run = Run::at(p, pages);
-  page_entry(run.chunk, run.first) = PageEntry::free(pages, true);  // marks a double free
+  PageEntry& entry = page_entry(run.chunk, run.first);
+  if (entry.kind() != PageKind::Large || entry.pages() != pages) [[unlikely]] {
+    lock_.unlock();
+    report_misuse(call, p, "double free");
+  }
+  entry = PageEntry::free(pages, true);  // marks a double free
   tick();
   runs_.free(run);
   allocated_ -= pages.bytes();
@@ -220,8 +258,16 @@ void Arena::free_large(void* p, PageCount pages) {
   active_pages_ -= pages.value();
 }
 
+void Arena::free_deferred_large() {
+  deferred_large_.take_all([this](void* p) {
+    *static_cast<std::uintptr_t*>(p) = 0;
+    const PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
+    free_large_locked(p, e.pages(), "free");
+  });
+}
+
 bool Arena::resize_large(void* p, PageCount pages, PageCount want) {
-  LockGuard guard(lock_);
+  Locked guard(*this);
   Run run = Run::at(p, pages);
   tick();
   if (want > pages) {
@@ -261,7 +307,8 @@ void Arena::tick() {
 
 void Arena::reset() {
   LockGuard guard(lock_);
-  remote_.take_all([](void*) {});  // every block is freed below
+  for (RemoteFrees& inbox : remote_) inbox.take_all([](void*) {});  // all freed below
+  deferred_large_.take_all([](void* p) { *static_cast<std::uintptr_t*>(p) = 0; });
   for (Bin& bin : bins_) {
     bin.current = nullptr;
     bin.partial = {};
@@ -319,7 +366,8 @@ std::size_t Arena::purge_oldest(std::size_t bytes) {
 
 void Arena::purge_all() {
   LockGuard guard(lock_);
-  collect_remote();
+  free_deferred_large();
+  collect_all_remote();
   unstash_all();
   // An empty current slab too: with nothing live, nothing stays.
   for (Bin& bin : bins_) {
@@ -335,7 +383,8 @@ void Arena::purge_all() {
 
 ArenaStats Arena::stats() {
   LockGuard guard(lock_);
-  collect_remote();
+  free_deferred_large();
+  collect_all_remote();
   return ArenaStats{allocated_,
                     blocks_,
                     active_pages_,

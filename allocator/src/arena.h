@@ -98,19 +98,24 @@ class Arena {
   // Frees n small regions (a thread cache's flush) under one lock.
   void free_batch(void* const* regions, unsigned n, const char* call);
   // Frees n small regions of one class from a thread whose cache belongs to another arena:
-  // pushed to the arena's inbox without its lock (remote_frees.h), and collected by its next
-  // refill. When the inbox holds kRemoteCollectAt regions or more, the pusher collects it if
-  // the lock is free (so the inbox stays bounded when the arena's own threads stop
-  // allocating). Regions of the 8-byte class go through free_batch.
+  // pushed to the class's inbox without the arena's lock (remote_frees.h), and taken by the
+  // next refill of that class, which hands them out first. When an inbox holds
+  // kRemoteCollectBytes or more, the pusher collects it if the lock is free, so that it stays
+  // bounded when the arena's own threads stop allocating that class. Regions of the 8-byte
+  // class go through free_batch.
   void free_remote(void* const* regions, unsigned n);
-  static constexpr std::size_t kRemoteCollectAt = 1024;
+  static constexpr std::size_t kRemoteCollectBytes = 256 * 1024;
   // Whether the small region p is free in its slab's bitmap (a double-free check).
   bool region_is_free(Slab* slab, const void* p);
 
   // A run of at least `bytes` (> kMaxSmallSize) aligned to `align`; nullptr when the OS
   // refuses memory. `zeroed` tells whether its pages are known to read zero.
   void* alloc_large(std::size_t bytes, std::size_t align, bool& zeroed);
-  void free_large(void* p, PageCount pages);
+  // Frees the large block p (pages long, its page-map entry read for this free). When another
+  // thread holds the lock, the block is deferred instead of waited for: pushed to an inbox of
+  // large blocks (without the lock) that the holder, or the next thread to take the lock,
+  // frees. So a thread freeing another thread's large blocks never queues behind it.
+  void free_large(void* p, PageCount pages, const char* call = "free");
   // Grows or shrinks the large block at p (pages long) to `want` pages without moving it.
   bool resize_large(void* p, PageCount pages, PageCount want);
 
@@ -149,7 +154,29 @@ class Arena {
   Slab* next_slab(Bin& bin, unsigned size_class);
   void give_back(Slab* slab, void* p, const char* call);
   void unstash_all();
-  void collect_remote();
+  void free_large_locked(void* p, PageCount pages, const char* call);
+  static constexpr std::uintptr_t kDeferredKey = 0x7061'6765'6465'6665;  // "pagedefe"
+  // Requires: lock_ held. Frees every deferred large block.
+  void free_deferred_large();
+  // Takes the lock; on release, frees the large blocks deferred meanwhile.
+  class Locked {
+   public:
+    explicit Locked(Arena& arena) : arena_(arena) { arena_.lock_.lock(); }
+    ~Locked() {
+      if (arena_.deferred_large_.maybe_nonempty()) arena_.free_deferred_large();
+      arena_.lock_.unlock();
+    }
+    Locked(const Locked&) = delete;
+    Locked& operator=(const Locked&) = delete;
+
+   private:
+    Arena& arena_;
+  };
+  // Requires: lock_ held. The class's inbox into out (at most n; returns how many), the rest
+  // to its stash or slabs.
+  unsigned take_remote(unsigned size_class, void** out, unsigned n);
+  void collect_remote(unsigned size_class) { take_remote(size_class, nullptr, 0); }
+  void collect_all_remote();
   void release_slab(Slab* slab);
   void tick();
   void tag_interior(std::byte* chunk, PageIndex from, PageIndex to);
@@ -167,7 +194,8 @@ class Arena {
   std::size_t active_pages_ = 0;
   std::size_t purged_pages_ = 0;
   std::uint64_t last_purge_ms_ = 0;
-  RemoteFrees remote_;  // regions freed by other arenas' threads, not yet collected
+  RemoteFrees remote_[kNumClasses];  // per class: regions freed by other arenas' threads
+  RemoteFrees deferred_large_;       // large blocks freed while another thread held the lock
   void* stash_slots_[kStashTotalSlots];  // last: apart from everything a slow path touches
 };
 

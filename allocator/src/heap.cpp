@@ -183,7 +183,7 @@ void Heap::deallocate_slow(void* p, const char* call) {
   if (e.kind() == PageKind::Slab) [[likely]]
     return deallocate_small(owner, static_cast<Slab*>(e.slab_descriptor()), p, call);
   if (e.kind() == PageKind::Large && is_aligned(p, kPageSize))
-    return owner.free_large(p, e.pages());
+    return owner.free_large(p, e.pages(), call);
   report_misuse(call, p, e.kind() == PageKind::Free ? "double free" : "not the start of a block");
 }
 
