@@ -27,8 +27,6 @@
 #include <pthread.h>
 #include <sys/single_threaded.h>
 
-#include <cstdint>
-
 #include "diagnostics.h"
 #include "heap.h"
 #include "thread_cache.h"
@@ -43,38 +41,42 @@ void _IO_list_resetlock();
 namespace pagemalloc {
 namespace {
 
-// The prepare handlers this thread is inside (bit d of took_locks: whether the one at depth d
-// took the locks). Nested only through signal handlers, so 64 levels are plenty.
+// The prepare handlers this thread has entered and not yet closed (more than one only through
+// signal handlers), and whether the outermost one took the locks.
 constinit thread_local unsigned t_depth = 0;
-constinit thread_local std::uint64_t t_took_locks = 0;
+constinit thread_local bool t_took_locks = false;
 
 void prepare() {
-  const bool take = t_depth == 0 && !__libc_single_threaded;
-  if (t_depth < 64 && take) t_took_locks |= std::uint64_t{1} << t_depth;
-  ++t_depth;
-  if (!take) return;
+  if (t_depth++ != 0 || __libc_single_threaded) return;
+  t_took_locks = true;
   _IO_list_lock();
   heap().lock_for_fork();
 }
 
-// Whether the prepare handler this after-fork handler closes took the locks.
-bool leave() {
-  --t_depth;
-  const bool took = t_depth < 64 && (t_took_locks >> t_depth & 1) != 0;
-  if (t_depth < 64) t_took_locks &= ~(std::uint64_t{1} << t_depth);
-  return took;
+// Whether the after-fork handler running now closes the prepare handler that took the locks.
+bool closes_the_locking_prepare() { return t_depth == 1 && t_took_locks; }
+
+// Closes a prepare handler, after its locks are released: a signal handler that forks while
+// they are still held must find this thread inside a prepare handler, or it would wait for
+// them itself.
+void leave() {
+  if (--t_depth == 0) t_took_locks = false;
 }
 
 void in_parent() {
-  if (!leave()) return;
-  heap().unlock_after_fork_in_parent();
-  _IO_list_unlock();
+  if (closes_the_locking_prepare()) {
+    heap().unlock_after_fork_in_parent();
+    _IO_list_unlock();
+  }
+  leave();
 }
 
 void in_child() {
-  if (!leave()) return;
-  heap().reset_after_fork_in_child();
-  _IO_list_resetlock();  // the child's only thread: the list is free (as glibc resets it)
+  if (closes_the_locking_prepare()) {
+    heap().reset_after_fork_in_child();
+    _IO_list_resetlock();  // the child's only thread: the list is free (as glibc resets it)
+  }
+  leave();
 }
 
 }  // namespace

@@ -187,13 +187,12 @@ void Heap::deallocate_slow(void* p, const char* call) {
   report_misuse(call, p, e.kind() == PageKind::Free ? "double free" : "not the start of a block");
 }
 
-void Heap::deallocate_sized(void* p, std::size_t size, std::size_t align, const char* call) {
+void Heap::deallocate_sized_checked(void* p, std::size_t size, std::size_t align,
+                                    const char* call) {
   ensure_initialized();
   if (p == nullptr) return;
-  if (options().checks.load(std::memory_order_relaxed)) {
-    Block b = locate(p, call);
-    if (place(size, align).usable != b.usable) report_size_mismatch(call, p, size, b.usable);
-  }
+  Block b = locate(p, call);
+  if (place(size, align).usable != b.usable) report_size_mismatch(call, p, size, b.usable);
   deallocate(p, call);
 }
 

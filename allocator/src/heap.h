@@ -40,7 +40,13 @@ class Heap {
   // when no arena has the index, ENOMEM when out of memory.
   void* allocate_in(unsigned arena, std::size_t size, std::size_t align, bool zero);
   void deallocate(void* p, const char* call);
-  void deallocate_sized(void* p, std::size_t size, std::size_t align, const char* call);
+  // The size (and alignment) the block was asked for is checked against it only with checks
+  // on; otherwise this is deallocate.
+  void deallocate_sized(void* p, std::size_t size, std::size_t align, const char* call) {
+    if (options().checks.load(std::memory_order_relaxed)) [[unlikely]]
+      return deallocate_sized_checked(p, size, align, call);
+    deallocate(p, call);
+  }
   // Resizes in place when it can, else moves the block to the arena `arena` (kNoArena: the
   // block's own if it is explicit, else the thread's). nullptr with errno = ENOMEM (EINVAL:
   // no arena has the index) on failure, and p is untouched.
@@ -107,6 +113,7 @@ class Heap {
   void* move(void* p, const Block& old, std::size_t size, std::size_t align, bool zero,
              unsigned arena, const char* call);
   void deallocate_slow(void* p, const char* call);
+  void deallocate_sized_checked(void* p, std::size_t size, std::size_t align, const char* call);
   void deallocate_small(Arena& owner, Slab* slab, void* p, const char* call);
   std::size_t usable_size_slow(const void* p, const char* call);
   // HugeManager::Neighbours of huge_: context is the heap.

@@ -1,0 +1,116 @@
+// Helpers of the fork scenario tests (stress_fork_scenarios_test.cpp, fork_signal_test.cpp):
+// a scenario run in a child with a time limit, an allocation that takes an arena's lock, a fork
+// whose child allocates, and a timer whose signal handler forks.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <pagemalloc/pagemalloc.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+
+namespace fork_scenarios {
+
+constexpr int kForks = 100;
+constexpr int kScenarioSeconds = 60;
+// A block above the small sizes: allocating it takes the thread's arena's lock.
+constexpr std::size_t kLockingSize = 64 * 1024;
+
+// Runs scenario() in a child; the child's exit code is the scenario's result. A child that has
+// not finished after kScenarioSeconds is killed, and the test fails (the parent keeps the time:
+// under ThreadSanitizer a signal to a thread blocked in a system call waits until it returns).
+// The child allocates first, so that the heap (and its fork handlers) is set up before the
+// scenario's first fork.
+template <class Scenario>
+inline void run_in_child(Scenario scenario) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    pm_free(pm_malloc(kLockingSize));
+    ::_exit(scenario());
+  }
+  int status = 0;
+  pid_t waited = 0;
+  for (int tenths = 0; tenths < kScenarioSeconds * 10; ++tenths) {
+    waited = ::waitpid(pid, &status, WNOHANG);
+    if (waited != 0) break;
+    ::usleep(100'000);
+  }
+  if (waited == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the scenario hung: killed after " << kScenarioSeconds << " s";
+  }
+  ASSERT_EQ(waited, pid);
+  if (WIFSIGNALED(status)) FAIL() << "the scenario died of signal " << WTERMSIG(status);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the scenario's check number that failed";
+}
+
+inline bool churn_locking_block() {
+  auto* p = static_cast<unsigned char*>(pm_malloc(kLockingSize));
+  if (p == nullptr) return false;
+  p[0] = 1;
+  p[kLockingSize - 1] = 2;
+  const bool ok = p[0] == 1 && p[kLockingSize - 1] == 2;
+  pm_free(p);
+  return ok;
+}
+
+// Forks, has the child allocate and free, and waits for it; nonzero on a failed check.
+inline int fork_and_allocate_in_child() {
+  const pid_t pid = ::fork();
+  if (pid < 0) return 1;
+  if (pid == 0) ::_exit(churn_locking_block() && churn_locking_block() ? 0 : 1);
+  int status = 0;
+  // A SIGCHLD left at SIG_IGN reaps the child itself: then waitpid fails with ECHILD once the
+  // child has exited, and there is no status to read.
+  pid_t waited = 0;
+  do waited = ::waitpid(pid, &status, 0);
+  while (waited < 0 && errno == EINTR);
+  if (waited != pid) return errno == ECHILD ? 0 : 2;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 3;
+}
+
+// Signals from a timer every 500 microseconds (a fork takes a few hundred: many land inside one); the handler forks, and its child exits at once.
+class ForkingSignalHandler {
+ public:
+  ForkingSignalHandler() {
+    ::signal(SIGCHLD, SIG_IGN);  // the handler's children are reaped by the kernel
+    struct sigaction action{};
+    action.sa_handler = &on_signal;
+    action.sa_flags = SA_RESTART;
+    ::sigaction(SIGUSR1, &action, nullptr);
+    sigevent event{};
+    event.sigev_notify = SIGEV_SIGNAL;
+    event.sigev_signo = SIGUSR1;
+    ok_ = ::timer_create(CLOCK_MONOTONIC, &event, &timer_) == 0;
+    itimerspec period{{0, 500'000}, {0, 500'000}};
+    ok_ = ok_ && ::timer_settime(timer_, 0, &period, nullptr) == 0;
+  }
+  ~ForkingSignalHandler() {
+    if (ok_) ::timer_delete(timer_);
+  }
+  [[nodiscard]] bool ok() const { return ok_; }
+  static int forks() { return forks_; }
+
+ private:
+  static void on_signal(int) {
+    const int saved_errno = errno;
+    if (::fork() == 0) ::_exit(0);
+    forks_ = forks_ + 1;
+    errno = saved_errno;
+  }
+
+  static inline volatile sig_atomic_t forks_ = 0;
+  timer_t timer_{};
+  bool ok_ = false;
+};
+
+}  // namespace fork_scenarios
