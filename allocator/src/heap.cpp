@@ -71,6 +71,12 @@ void* Heap::allocate_slow(std::size_t size, std::size_t align, bool zero) {
 }
 
 void* Heap::allocate_in(unsigned arena, std::size_t size, std::size_t align, bool zero) {
+  if (ExplicitArena* e = explicit_.find(arena); e != nullptr && e->bump.enabled()) {
+    if (void* p = e->bump.allocate(size, align)) [[likely]] {
+      if (zero) std::memset(p, 0, bump_usable(size));
+      return p;
+    }
+  }
   ensure_initialized();
   Source source{};
   if (const int error = find_source(arena, source)) {
@@ -175,6 +181,7 @@ void Heap::deallocate_slow(void* p, const char* call) {
   std::byte* chunk = chunk_base_of(p);
   const std::uintptr_t entry = address_map().get(chunk);
   const AddressMap::Tag tag = AddressMap::tag_of(entry);
+  if (tag == AddressMap::kBumpChunk) return AddressMap::owner_of<BumpSpace>(entry)->free(p, call);
   if (tag != AddressMap::kArenaChunk) [[unlikely]]
     report_misuse(call, p, tag == AddressMap::kHuge ? "not the start of a block"
                                                      : "not allocated by pagemalloc");
@@ -191,6 +198,12 @@ void Heap::deallocate_sized(void* p, std::size_t size, std::size_t align, const 
   ensure_initialized();
   if (p == nullptr) return;
   if (options().checks.load(std::memory_order_relaxed)) {
+    if (BumpSpace* space = is_chunk_aligned(p) ? nullptr : BumpSpace::owner_of(p)) {
+      const std::size_t usable = space->usable_size(p, call);
+      if (align > kBumpMaxAlign || size > kBumpRegionSize || bump_usable(size) != usable)
+        report_size_mismatch(call, p, size, usable);
+      return space->free(p, call);
+    }
     Block b = locate(p, call);
     if (place(size, align).usable != b.usable) report_size_mismatch(call, p, size, b.usable);
   }
@@ -198,11 +211,16 @@ void Heap::deallocate_sized(void* p, std::size_t size, std::size_t align, const 
 }
 
 std::size_t Heap::usable_size_slow(const void* p, const char* call) {
-  return p == nullptr ? 0 : locate(p, call).usable;
+  if (p == nullptr) return 0;
+  if (BumpSpace* space = is_chunk_aligned(p) ? nullptr : BumpSpace::owner_of(p))
+    return space->usable_size(p, call);
+  return locate(p, call).usable;
 }
 
 void* Heap::reallocate(void* p, std::size_t size, std::size_t align, bool zero, unsigned arena,
                        const char* call) {
+  if (BumpSpace* space = is_chunk_aligned(p) ? nullptr : BumpSpace::owner_of(p))
+    return reallocate_bumped(*space, p, size, align, zero, arena, call);
   const Block old = locate(p, call);
   if (size == 0) size = 1;  // as allocate_from
   const Placement want = place(size, align);
@@ -269,6 +287,8 @@ void* Heap::move(void* p, const Block& old, std::size_t size, std::size_t align,
 
 std::size_t Heap::resize_in_place(void* p, std::size_t size, std::size_t extra, bool zero,
                                   const char* call) {
+  if (BumpSpace* space = is_chunk_aligned(p) ? nullptr : BumpSpace::owner_of(p))
+    return resize_bumped_in_place(*space, p, size, extra, zero, call);
   const Block old = locate(p, call);
   if (old.kind == BlockKind::Small || size > kMaxRequest) return old.usable;
   // Aim for size + extra; failing that (growth only), for size.
@@ -296,9 +316,72 @@ std::size_t Heap::resize_in_place(void* p, std::size_t size, std::size_t extra, 
   return result;
 }
 
-unsigned Heap::create_arena() {
+unsigned Heap::create_arena(unsigned flags) {
   ensure_initialized();
-  return explicit_.create(automatic_.count());
+  return explicit_.create(automatic_.count(), flags);
+}
+
+// A bumped block stays where it is when its arena is kept and it fits (bump_space.h);
+// otherwise it moves, as any block, to the arena named or its own.
+void* Heap::reallocate_bumped(BumpSpace& space, void* p, std::size_t size, std::size_t align,
+                              bool zero, unsigned arena, const char* call) {
+  const std::size_t old_usable = space.usable_size(p, call);
+  if (size == 0) size = 1;
+  if (place(size, align).kind == BlockKind::Invalid) return out_of_memory();
+  if ((arena == kNoArena || arena == space.index()) && is_aligned(p, align) &&
+      space.resize_in_place(p, size, call)) {
+    const std::size_t new_usable = space.usable_size(p, call);
+    if (new_usable > old_usable) {
+      if (zero) std::memset(static_cast<std::byte*>(p) + old_usable, 0, new_usable - old_usable);
+      grown_in_place_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return p;
+  }
+  void* q = allocate_in(arena == kNoArena ? space.index() : arena, size, align, zero);
+  if (q == nullptr) return nullptr;
+  const std::size_t keep = old_usable < size ? old_usable : size;
+  std::memcpy(q, p, keep);
+  space.free(p, call);
+  copied_.fetch_add(keep, std::memory_order_relaxed);
+  moved_by_copy_.fetch_add(1, std::memory_order_relaxed);
+  return q;
+}
+
+std::size_t Heap::resize_bumped_in_place(BumpSpace& space, void* p, std::size_t size,
+                                         std::size_t extra, bool zero, const char* call) {
+  const std::size_t old_usable = space.usable_size(p, call);
+  if (size > kMaxRequest) return old_usable;
+  const std::size_t least = size == 0 ? 1 : size;
+  const std::size_t most = size + extra < size ? kMaxRequest : std::max(size + extra, least);
+  // Growth only (jemalloc's xallocx never shrinks a block it cannot shrink in place).
+  if (most > old_usable && !space.resize_in_place(p, most, call) && least > old_usable)
+    space.resize_in_place(p, least, call);
+  const std::size_t result = space.usable_size(p, call);
+  if (result > old_usable) {
+    grown_in_place_.fetch_add(1, std::memory_order_relaxed);
+    if (zero) std::memset(static_cast<std::byte*>(p) + old_usable, 0, result - old_usable);
+  }
+  return result;
+}
+
+void* Heap::bump_from_cursor(pm_bump_cursor& cursor, std::size_t size, std::size_t align,
+                             bool zero) {
+  ExplicitArena* e = explicit_.find(cursor.arena);
+  if (e == nullptr || !e->bump.enabled()) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  void* p = size <= kBumpMaxBlock && align <= kBumpMaxAlign
+                ? e->bump.allocate_from_cursor(cursor, size, align)
+                : nullptr;
+  if (p == nullptr) return allocate_in(cursor.arena, size, align, zero);
+  if (zero) std::memset(p, 0, bump_usable(size));
+  return p;
+}
+
+void Heap::flush_cursor(pm_bump_cursor& cursor) {
+  if (ExplicitArena* e = explicit_.find(cursor.arena); e != nullptr && e->bump.enabled())
+    e->bump.flush(cursor);
 }
 
 void Heap::purge() {
@@ -321,14 +404,20 @@ void Heap::stats(pm_stats& out) {
   const std::size_t cached = ThreadCache::bytes_cached_by_all();
   a.allocated = a.allocated > cached ? a.allocated - cached : 0;
   std::size_t records = automatic_.record_bytes();
+  BumpStats bumped{};
   explicit_.for_each([&](ExplicitArena& e) {
     add_arena(e.blocks);
     add_huge(e.huge);
     records += ExplicitArenas::record_bytes();
+    const BumpStats b = e.bump.stats();
+    bumped.regions += b.regions;
+    bumped.chunks += b.chunks;
   });
-  out.allocated = a.allocated + h.allocated;
-  out.active = a.active_pages * kPageSize + h.allocated;
-  out.mapped = a.chunks * kChunkSize + h.mapped + a.metadata + h.metadata + records;
+  const std::size_t lent = bumped.regions * kBumpRegionSize;
+  out.allocated = a.allocated + h.allocated + lent;
+  out.active = a.active_pages * kPageSize + h.allocated + lent;
+  out.mapped = a.chunks * kChunkSize + h.mapped + a.metadata + h.metadata + records +
+               bumped.chunks * kChunkSize;
   out.dirty = a.dirty_pages * kPageSize + h.cached;
   out.retained = (a.free_pages - a.dirty_pages) * kPageSize;
   out.copied = copied_.load(std::memory_order_relaxed);

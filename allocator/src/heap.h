@@ -64,7 +64,12 @@ class Heap {
   }
 
   // Explicit arenas (explicit_arenas.h), with the results of the pm_arena_* calls.
-  unsigned create_arena();
+  // flags: PM_ARENA_* (checked by the caller).
+  unsigned create_arena(unsigned flags = 0);
+  // pm_arena_bump: a block from a BumpArena's cursor (bump_space.h), or from the arena's
+  // ordinary path when too large; nullptr with errno = EINVAL (no bump arena) or ENOMEM.
+  void* bump_from_cursor(pm_bump_cursor& cursor, std::size_t size, std::size_t align, bool zero);
+  void flush_cursor(pm_bump_cursor& cursor);
   int reset_arena(unsigned index) { return explicit_.reset(index); }
   int destroy_arena(unsigned index) { return explicit_.destroy(index); }
   int arena_stats(unsigned index, pm_arena_stats& out) { return explicit_.stats(index, out); }
@@ -106,6 +111,11 @@ class Heap {
   void* allocate_small(unsigned size_class);
   void* move(void* p, const Block& old, std::size_t size, std::size_t align, bool zero,
              unsigned arena, const char* call);
+  // The same operations on a block of a bump arena.
+  void* reallocate_bumped(BumpSpace& space, void* p, std::size_t size, std::size_t align,
+                          bool zero, unsigned arena, const char* call);
+  std::size_t resize_bumped_in_place(BumpSpace& space, void* p, std::size_t size,
+                                     std::size_t extra, bool zero, const char* call);
   void deallocate_slow(void* p, const char* call);
   void deallocate_small(Arena& owner, Slab* slab, void* p, const char* call);
   std::size_t usable_size_slow(const void* p, const char* call);

@@ -74,6 +74,49 @@ unsigned pm_arena_create(void);
 int pm_arena_reset(unsigned arena);
 int pm_arena_destroy(unsigned arena);
 
+/* Bump arenas: pm_arena_create_ex(flags) creates an explicit arena of the kind the flags name
+ * (0: as pm_arena_create). Returns its index, or 0 with errno = EINVAL (unknown flags,
+ * PM_ARENA_NO_FREE without PM_ARENA_BUMP), EAGAIN or ENOMEM.
+ *
+ *   PM_ARENA_BUMP     blocks of up to 16 KiB with an alignment of up to a page are bumped from
+ *                     a region of the arena's chunks that the calling thread holds: an add, a
+ *                     compare and two stores, no lock (a thread takes a new region under the
+ *                     arena's lock when its region is full). Larger blocks come from the
+ *                     arena's slabs, runs and huge extents as in any explicit arena. Each
+ *                     bumped block is preceded by an 8-byte header (its size). pm_free of a
+ *                     block is bookkeeping (the arena's live count): its memory comes back at
+ *                     pm_arena_reset, which takes time in the number of chunks, not of blocks,
+ *                     and keeps every chunk for the next round. pm_rallocx of the block a
+ *                     thread bumped last grows it in place while its region has room.
+ *   PM_ARENA_NO_FREE  with PM_ARENA_BUMP: blocks are never freed one by one; pm_free of one
+ *                     does nothing (no count is kept), as a monotonic buffer.
+ *
+ * pm_arena_stats_get of a bump arena: blocks is the live count (bumped minus freed; a thread's
+ * bumps are counted when it takes its next region or asks for the statistics), allocated
+ * and active count the regions handed out, mapped the chunks. */
+#define PM_ARENA_BUMP 0x1u
+#define PM_ARENA_NO_FREE 0x2u
+unsigned pm_arena_create_ex(unsigned flags);
+
+/* The state of pagemalloc::BumpArena's inline fast path (pagemalloc/memory_resource.h): a
+ * region of a bump arena lent to one owner, who bumps blocks from it without a call. The
+ * block at next (16-aligned) takes round_up(size + 8, 16) bytes, its first 8 written with
+ * stamp | size before it; blocks counts them. Fields belong to the library: a program sets
+ * arena and zeroes the rest, then calls pm_arena_bump, which serves the block (from a new
+ * region when this one is full) and returns NULL with errno = ENOMEM (EINVAL: arena names
+ * no bump arena); pm_arena_bump_flush hands the count of blocks to the arena. After
+ * pm_arena_reset of the arena, the cursor must be zeroed again (but for arena). */
+typedef struct pm_bump_cursor {
+  char* next;
+  char* end;
+  unsigned long long stamp;
+  size_t blocks;
+  unsigned arena;
+  unsigned epoch;
+} pm_bump_cursor;
+void* pm_arena_bump(pm_bump_cursor* cursor, size_t size, int flags);
+void pm_arena_bump_flush(pm_bump_cursor* cursor);
+
 typedef struct pm_arena_stats {
   size_t blocks;     /* live blocks */
   size_t allocated;  /* bytes in live blocks (usable sizes) */

@@ -1,0 +1,194 @@
+// The bump side of an explicit arena created with PM_ARENA_BUMP: chunks carved into regions,
+// each region lent to one owner (a thread's lease, or a pagemalloc::BumpArena's cursor) who
+// bumps blocks from it with an add, a compare and two stores, taking no lock.
+//
+//   chunk     2 MiB, chunk-aligned, tagged kBumpChunk in the address map with this space;
+//             kept across resets, returned by release_all (destroy)
+//   region    128 KiB of a chunk; taken under the lock when an owner's region is full
+//   block     16-aligned (or aligned as asked, up to a page), preceded by an 8-byte header:
+//             a magic byte (live or freed), the arena's epoch (24 bits) and the size
+//   epoch     advanced by every reset and destroy: a lease or cursor of an older epoch is
+//             stale (its owner takes a new region), and a block whose header carries one is
+//             a block of a reset arena (its use is reported)
+//   lease     a thread's region of one bump arena for pm_mallocx(PM_ARENA(i)): a few slots
+//             per thread, indexed by arena; a thread that moves to another arena on the same
+//             slot gives the rest of its region back to the first
+//
+// Reset takes time in nothing: the epoch moves and the next region is the first chunk's
+// first again. Blocks up to kBumpMaxBlock bytes aligned up to kBumpMaxAlign come from here;
+// the arena serves the rest from its slabs, runs and huge extents (explicit_arenas.h).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "address_map.h"
+#include "chunk_list.h"
+#include "os_pal.h"
+#include "pagemalloc/pagemalloc.h"
+#include "pagemap/pages.h"
+#include "spin_lock.h"
+
+namespace pagemalloc {
+
+inline constexpr std::size_t kBumpRegionSize = std::size_t{128} << 10;
+inline constexpr std::size_t kBumpRegionsPerChunk = kChunkSize / kBumpRegionSize;
+inline constexpr std::size_t kBumpMaxBlock = std::size_t{16} << 10;
+inline constexpr std::size_t kBumpMaxAlign = kPageSize;
+inline constexpr std::size_t kBumpAlign = 16;
+inline constexpr std::size_t kBumpHeader = 8;
+
+// Bytes a block of this size takes, its header included: the next block stays 16-aligned.
+constexpr std::size_t bump_stride(std::size_t size) {
+  return (size + kBumpHeader + kBumpAlign - 1) & ~(kBumpAlign - 1);
+}
+// What pm_malloc_usable_size says of a block of this size: up to the next header.
+constexpr std::size_t bump_usable(std::size_t size) { return bump_stride(size) - kBumpHeader; }
+
+// The header word before every bumped block.
+struct BumpHeader {
+  static constexpr std::uint64_t kLive = std::uint64_t{0xB5} << 56;
+  static constexpr std::uint64_t kFreed = std::uint64_t{0xF5} << 56;
+  static constexpr std::uint64_t kMagicMask = std::uint64_t{0xFF} << 56;
+  static constexpr std::uint32_t kEpochMask = 0xFFFFFF;
+  static constexpr std::uint64_t kSizeMask = 0xFFFFFFFF;
+
+  static constexpr std::uint64_t stamp(std::uint32_t epoch) {
+    return kLive | (std::uint64_t{epoch & kEpochMask} << 32);
+  }
+  static std::uint64_t read(const void* block) {
+    std::uint64_t word;
+    std::memcpy(&word, static_cast<const std::byte*>(block) - kBumpHeader, sizeof word);
+    return word;
+  }
+  static void write(void* block, std::uint64_t word) {
+    std::memcpy(static_cast<std::byte*>(block) - kBumpHeader, &word, sizeof word);
+  }
+  static std::size_t size_of(std::uint64_t word) { return word & kSizeMask; }
+  static std::uint32_t epoch_of(std::uint64_t word) { return (word >> 32) & kEpochMask; }
+};
+
+// Bumps a block from the cursor's region; nullptr when it does not fit.
+// Requires: size <= kBumpMaxBlock, align a power of two <= kBumpMaxAlign.
+inline void* bump(pm_bump_cursor& c, std::size_t size, std::size_t align) {
+  auto b = reinterpret_cast<std::uintptr_t>(c.next);
+  if (align > kBumpAlign) b = (b + align - 1) & ~(align - 1);
+  const std::uintptr_t next = b + bump_stride(size);
+  if (next > reinterpret_cast<std::uintptr_t>(c.end)) return nullptr;
+  c.next = reinterpret_cast<char*>(next);
+  auto* block = reinterpret_cast<void*>(b);
+  BumpHeader::write(block, c.stamp | size);
+  ++c.blocks;
+  return block;
+}
+
+class BumpSpace;
+
+// A thread's lease of a region of one bump arena (pm_mallocx(PM_ARENA(i))).
+struct BumpLease {
+  pm_bump_cursor cursor;
+  BumpSpace* space;
+};
+inline constexpr unsigned kBumpLeaseSlots = 8;
+inline constinit thread_local BumpLease t_bump_leases[kBumpLeaseSlots] = {};
+
+struct BumpStats {
+  std::size_t blocks = 0;   // bumped minus freed
+  std::size_t regions = 0;  // handed out since the last reset
+  std::size_t chunks = 0;
+};
+
+class BumpSpace {
+ public:
+  explicit BumpSpace(unsigned index) : index_(index) {}
+
+  // The arena's kind, set by create while no thread can use the index.
+  void set_kind(bool bump, bool freeable) {
+    bump_ = bump;
+    freeable_ = freeable;
+  }
+  [[nodiscard]] bool enabled() const { return bump_; }
+  [[nodiscard]] bool freeable() const { return freeable_; }
+  [[nodiscard]] unsigned index() const { return index_; }
+
+  // A block from the calling thread's lease; nullptr when the size or alignment is not for
+  // the bump path, or out of memory (the arena's ordinary path serves those).
+  void* allocate(std::size_t size, std::size_t align) {
+    if (size > kBumpMaxBlock || align > kBumpMaxAlign) return nullptr;
+    BumpLease& lease = t_bump_leases[index_ % kBumpLeaseSlots];
+    if (lease.space == this &&
+        lease.cursor.epoch == epoch_.load(std::memory_order_acquire)) [[likely]] {
+      if (void* p = bump(lease.cursor, size, align)) [[likely]] return p;
+    }
+    return allocate_with_new_lease(lease, size, align);
+  }
+  // pm_arena_bump: a block from the cursor, refilled with a new region when full.
+  void* allocate_from_cursor(pm_bump_cursor& cursor, std::size_t size, std::size_t align);
+  // pm_arena_bump_flush: the cursor's count of blocks to the arena.
+  void flush(pm_bump_cursor& cursor);
+
+  // The space whose chunk holds p, or nullptr.
+  static BumpSpace* owner_of(const void* p) {
+    const std::uintptr_t entry = address_map().get(chunk_base_of(p));
+    return AddressMap::tag_of(entry) == AddressMap::kBumpChunk ? AddressMap::owner_of<BumpSpace>(entry)
+                                                                : nullptr;
+  }
+
+  // Operations on a block of this space; misuse (a block freed, of an older epoch, or not a
+  // block) is reported naming `call`.
+  std::size_t usable_size(const void* p, const char* call) const;
+  void free(void* p, const char* call);
+  // Sets the block's size to `size` when it fits where it is: within its usable size, or,
+  // for the block the calling thread bumped last, within its lease's region.
+  bool resize_in_place(void* p, std::size_t size, const char* call);
+
+  // Every block freed at once; the chunks stay for the next round.
+  void reset();
+  // reset(), then every chunk back to the OS.
+  void release_all();
+  // Counts the calling thread's lease first.
+  BumpStats stats();
+
+  void lock_for_fork() { lock_.lock(); }
+  void unlock_after_fork() { lock_.unlock(); }
+
+ private:
+  static constexpr unsigned kMaxPartial = 16;
+  struct Partial {
+    char* next;
+    char* end;
+  };
+  enum class Check { Live, Freed, Stale, NotABlock };
+
+  void* allocate_with_new_lease(BumpLease& lease, std::size_t size, std::size_t align);
+  // Requires: lock_ held. Gives the cursor a region of the current epoch with room for the
+  // block; false when out of memory.
+  bool lend_region(pm_bump_cursor& cursor, std::size_t size, std::size_t align);
+  // Requires: lock_ held. The cursor's count to the arena and, with keep_rest (the cursor's
+  // owner moves to another arena), the rest of its region to the partial list.
+  void take_back(pm_bump_cursor& cursor, bool keep_rest);
+  // Requires: lock_ held.
+  std::byte* map_chunk();
+  Check check(const void* p, std::uint64_t& header) const;
+  [[noreturn]] static void report(Check what, const char* call, const void* p, bool freeing);
+  void advance_epoch();
+
+  const unsigned index_;
+  bool bump_ = false;
+  bool freeable_ = true;
+  std::atomic<std::uint32_t> epoch_{1};
+  std::atomic<std::size_t> bumped_{0};  // blocks counted from cursors since the last reset
+  std::atomic<std::size_t> freed_{0};
+  SpinLock lock_;                        // everything below
+  ChunkList chunks_;
+  std::size_t next_chunk_ = 0;           // where the next region comes from
+  std::size_t next_region_ = 0;
+  std::size_t regions_lent_ = 0;
+  Partial partial_[kMaxPartial] = {};
+  unsigned partial_count_ = 0;
+  OsPal os_;
+};
+
+}  // namespace pagemalloc
