@@ -302,14 +302,19 @@ TEST(BumpArenaReset, AResetArenaServesItsFirstAddressesAgain) {
   EXPECT_EQ(again, first) << "the same region, from its start";
 }
 
-TEST(BumpArenaReset, OneSlowCallPerRegion) {
+// Spans of 1, 2, 4, 8, 16, 16, ... regions: a thread takes the lock once per span.
+TEST(BumpArenaReset, RegionsAreTakenInDoublingSpans) {
   ScopedBumpArena arena;
   constexpr std::size_t kBlocks = 100000, kSize = 64;
   for (std::size_t i = 0; i < kBlocks; ++i) ASSERT_NE(pm_mallocx(kSize, arena.flags()), nullptr);
   const std::size_t regions = arena_stats(arena.index()).active / kBumpRegionSize;
   const std::size_t needed = (kBlocks * pagemalloc::bump_stride(kSize) + kBumpRegionSize - 1) / kBumpRegionSize;
   EXPECT_GE(regions, needed);
-  EXPECT_LE(regions, needed + 1) << "a region is taken (under the lock) only when the last is full";
+  EXPECT_LE(regions, needed + pagemalloc::kBumpRegionsPerChunk) << "at most one span unused";
+  // The next round starts with the last span's size: one chunk of 16 regions.
+  ASSERT_EQ(pm_arena_reset(arena.index()), 0);
+  ASSERT_NE(pm_mallocx(kSize, arena.flags()), nullptr);
+  EXPECT_EQ(arena_stats(arena.index()).active, pagemalloc::kChunkSize);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 // checked on every operation, reset by moving the epoch, chunks returned on destroy.
 #include "bump_space.h"
 
+#include <algorithm>
+
 #include "diagnostics.h"
 
 namespace pagemalloc {
@@ -12,8 +14,9 @@ void* BumpSpace::allocate_with_new_lease(BumpLease& lease, std::size_t size, std
     LockGuard guard(previous->lock_);
     previous->take_back(lease.cursor, previous != this);
   }
+  const bool mine = lease.space == this;
   lease.space = nullptr;
-  lease.cursor = pm_bump_cursor{};
+  if (!mine) lease.cursor = pm_bump_cursor{};  // the span doubles only within one arena
   lease.cursor.arena = index_;
   LockGuard guard(lock_);
   if (!lend_region(lease.cursor, size, align)) return nullptr;
@@ -29,7 +32,6 @@ void* BumpSpace::allocate_from_cursor(pm_bump_cursor& cursor, std::size_t size,
     if (void* p = bump(cursor, size, align)) return p;  // an alignment the inline path left
     take_back(cursor, false);
   }
-  cursor = pm_bump_cursor{};
   cursor.arena = index_;
   if (!lend_region(cursor, size, align)) return nullptr;
   return bump(cursor, size, align);
@@ -42,14 +44,21 @@ void BumpSpace::flush(pm_bump_cursor& cursor) {
 }
 
 bool BumpSpace::lend_region(pm_bump_cursor& cursor, std::size_t size, std::size_t align) {
+  const std::uint32_t epoch = epoch_.load(std::memory_order_relaxed);
+  // The span doubles across resets too: an owner that fills a chunk per round soon takes
+  // one chunk per round.
+  const std::size_t wanted =
+      cursor.span != 0 ? std::min<std::size_t>(2 * std::size_t{cursor.span}, kBumpRegionsPerChunk) : 1;
   char* begin = nullptr;
   char* end = nullptr;
+  unsigned span = 0;
   // A rest given back that cannot hold this block is dropped (its bytes wait for the reset).
   while (begin == nullptr && partial_count_ > 0) {
     const Partial p = partial_[--partial_count_];
     if (std::size_t(p.end - p.next) >= bump_stride(size) + align) {
       begin = p.next;
       end = p.end;
+      span = 1;
     }
   }
   if (begin == nullptr) {
@@ -58,21 +67,23 @@ bool BumpSpace::lend_region(pm_bump_cursor& cursor, std::size_t size, std::size_
       next_region_ = 0;
     }
     if (next_chunk_ == chunks_.all().size() && map_chunk() == nullptr) return false;
-    auto* region = reinterpret_cast<char*>(chunks_.all()[next_chunk_]) +
-                   next_region_ * kBumpRegionSize;
-    ++next_region_;
-    ++regions_lent_;
+    const std::size_t regions = std::min(wanted, kBumpRegionsPerChunk - next_region_);
+    auto* first = reinterpret_cast<char*>(chunks_.all()[next_chunk_]) +
+                  next_region_ * kBumpRegionSize;
+    next_region_ += regions;
+    regions_lent_ += regions;
+    span = unsigned(regions);
     // The first block's header follows a free 8 bytes: no block starts on a chunk boundary
     // (those are huge blocks' addresses).
-    begin = region + 2 * kBumpHeader;
-    end = region + kBumpRegionSize;
+    begin = first + 2 * kBumpHeader;
+    end = first + regions * kBumpRegionSize;
   }
-  const std::uint32_t epoch = epoch_.load(std::memory_order_relaxed);
   cursor.next = begin;
   cursor.end = end;
   cursor.stamp = BumpHeader::stamp(epoch);
   cursor.blocks = 0;
   cursor.epoch = epoch;
+  cursor.span = span;
   return true;
 }
 

@@ -4,7 +4,8 @@
 //
 //   chunk     2 MiB, chunk-aligned, tagged kBumpChunk in the address map with this space;
 //             kept across resets, returned by release_all (destroy)
-//   region    128 KiB of a chunk; taken under the lock when an owner's region is full
+//   region    128 KiB of a chunk; an owner whose span is full takes the next span under the
+//             lock: one region, then twice as many as its last span (up to a chunk's 16)
 //   block     16-aligned (or aligned as asked, up to a page), preceded by an 8-byte header:
 //             a magic byte (live or freed), the arena's epoch (24 bits) and the size
 //   epoch     advanced by every reset and destroy: a lease or cursor of an older epoch is
@@ -163,8 +164,8 @@ class BumpSpace {
   enum class Check { Live, Freed, Stale, NotABlock };
 
   void* allocate_with_new_lease(BumpLease& lease, std::size_t size, std::size_t align);
-  // Requires: lock_ held. Gives the cursor a region of the current epoch with room for the
-  // block; false when out of memory.
+  // Requires: lock_ held. Gives the cursor a span of regions of the current epoch with room
+  // for the block (twice its last span, in one chunk); false when out of memory.
   bool lend_region(pm_bump_cursor& cursor, std::size_t size, std::size_t align);
   // Requires: lock_ held. The cursor's count to the arena and, with keep_rest (the cursor's
   // owner moves to another arena), the rest of its region to the partial list.

@@ -52,7 +52,10 @@ int ExplicitArenas::reset(unsigned index) {
   LockGuard guard(lock_);
   ExplicitArena* a = find(index);
   if (a == nullptr) return EINVAL;
-  a->bump.reset();
+  if (a->bump.enabled()) {
+    a->bump.reset();
+    if (!a->ordinary_used.exchange(false, std::memory_order_acq_rel)) return 0;
+  }
   a->blocks.reset();
   a->huge.free_all();
   return 0;

@@ -42,6 +42,9 @@ struct ExplicitArena {
   Arena blocks;                     // small and large blocks (of a bump arena: the larger ones)
   BumpSpace bump;                   // bumped blocks, when the arena is of the bump kind
   std::atomic<bool> live{false};    // between create and destroy
+  // A bump arena's blocks or huge served a block since the last reset (else its reset
+  // leaves them alone: a reset in no time).
+  std::atomic<bool> ordinary_used{false};
 
  private:
   // HugeManager::Neighbours of huge: context is blocks.

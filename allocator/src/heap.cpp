@@ -76,6 +76,8 @@ void* Heap::allocate_in(unsigned arena, std::size_t size, std::size_t align, boo
       if (zero) std::memset(p, 0, bump_usable(size));
       return p;
     }
+    if (!e->ordinary_used.load(std::memory_order_relaxed))
+      e->ordinary_used.store(true, std::memory_order_relaxed);
   }
   ensure_initialized();
   Source source{};

@@ -180,8 +180,8 @@ class BumpArena {
   // Frees every block at once; the memory stays for the next ones.
   void reset() noexcept {
     pm_arena_reset(arena_);
-    cursor_ = pm_bump_cursor{};
-    cursor_.arena = arena_;
+    cursor_.next = cursor_.end = nullptr;  // the span's size stays, for the next round
+    cursor_.blocks = 0;
   }
 
   [[nodiscard]] pm_arena_stats stats() noexcept {

@@ -81,7 +81,8 @@ int pm_arena_destroy(unsigned arena);
  *   PM_ARENA_BUMP     blocks of up to 16 KiB with an alignment of up to a page are bumped from
  *                     a region of the arena's chunks that the calling thread holds: an add, a
  *                     compare and two stores, no lock (a thread takes a new region under the
- *                     arena's lock when its region is full). Larger blocks come from the
+ *                     arena's lock when its region is full: 128 KiB, then twice the last,
+ *                     up to 2 MiB). Larger blocks come from the
  *                     arena's slabs, runs and huge extents as in any explicit arena. Each
  *                     bumped block is preceded by an 8-byte header (its size). pm_free of a
  *                     block is bookkeeping (the arena's live count): its memory comes back at
@@ -105,7 +106,8 @@ unsigned pm_arena_create_ex(unsigned flags);
  * arena and zeroes the rest, then calls pm_arena_bump, which serves the block (from a new
  * region when this one is full) and returns NULL with errno = ENOMEM (EINVAL: arena names
  * no bump arena); pm_arena_bump_flush hands the count of blocks to the arena. After
- * pm_arena_reset of the arena, the cursor must be zeroed again (but for arena). */
+ * pm_arena_reset of the arena, the owner sets next and end to NULL and blocks to 0 before
+ * bumping again. */
 typedef struct pm_bump_cursor {
   char* next;
   char* end;
@@ -113,6 +115,7 @@ typedef struct pm_bump_cursor {
   size_t blocks;
   unsigned arena;
   unsigned epoch;
+  unsigned span;
 } pm_bump_cursor;
 void* pm_arena_bump(pm_bump_cursor* cursor, size_t size, int flags);
 void pm_arena_bump_flush(pm_bump_cursor* cursor);
