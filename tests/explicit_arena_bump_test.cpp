@@ -4,9 +4,8 @@
 //
 // Terms:
 //   bumped   a block of up to 16 KiB (alignment up to a page) served from the calling
-//            thread's region: its usable size is bump_usable(size) (an 8-byte header before
-//            it, 16-byte steps), which no slab class gives for the sizes used here, so a
-//            usable size tells a bumped block from one of the arena's slabs or runs
+//            thread's span: its usable size is bump_usable(size) (16-byte steps), and its
+//            chunk is a bump chunk in the address map (is_bumped)
 //   round    blocks of 16..256 B written, then one reset (the talk's small-chunk workload)
 //
 // What is checked: every size and alignment is served and usable to its last byte; frees
@@ -39,6 +38,8 @@ using pagemalloc::kBumpRegionSize;
 
 constexpr std::size_t KiB = 1024;
 constexpr std::size_t MiB = 1024 * KiB;
+
+bool is_bumped(const void* p) { return pagemalloc::BumpSpace::owner_of(p) != nullptr; }
 
 bool is_aligned(const void* p, std::size_t alignment) {
   return reinterpret_cast<std::uintptr_t>(p) % alignment == 0;
@@ -101,7 +102,8 @@ TEST(BumpArenaCreate, ZeroFlagsMakeAnOrdinaryArena) {
   ASSERT_NE(arena, 0u);
   void* p = pm_mallocx(100, PM_ARENA(arena));
   ASSERT_NE(p, nullptr);
-  EXPECT_EQ(pm_malloc_usable_size(p), pm_nallocx(100, 0)) << "a slab region, not a bumped block";
+  EXPECT_FALSE(is_bumped(p)) << "a slab region, not a bumped block";
+  EXPECT_EQ(pm_malloc_usable_size(p), pm_nallocx(100, 0));
   EXPECT_EQ(pm_arena_destroy(arena), 0);
 }
 
@@ -119,6 +121,7 @@ TEST(BumpArenaBlocks, EverySizeIsBumpedAlignedAndUsableToItsEnd) {
       void* p = pm_mallocx(size, arena.flags());
       ASSERT_NE(p, nullptr) << size;
       EXPECT_TRUE(is_aligned(p, 16)) << size;
+      EXPECT_TRUE(is_bumped(p)) << size;
       EXPECT_EQ(pm_malloc_usable_size(p), bump_usable(size)) << size;
       EXPECT_EQ(pm_sallocx(p, 0), bump_usable(size)) << size;
       fill(p, bump_usable(size), ++salt);
@@ -142,6 +145,7 @@ TEST(BumpArenaBlocks, AlignmentUpToAPageStaysOnTheBumpPath) {
       void* p = pm_mallocx(size, arena.flags() | PM_ALIGN(alignment));
       ASSERT_NE(p, nullptr);
       EXPECT_TRUE(is_aligned(p, alignment)) << alignment;
+      EXPECT_TRUE(is_bumped(p)) << alignment;
       EXPECT_EQ(pm_malloc_usable_size(p), bump_usable(size)) << alignment << " " << size;
       fill(p, size, unsigned(alignment));
       EXPECT_TRUE(intact(p, size, unsigned(alignment)));
@@ -149,7 +153,8 @@ TEST(BumpArenaBlocks, AlignmentUpToAPageStaysOnTheBumpPath) {
   }
   void* p = pm_mallocx(100, arena.flags() | PM_ALIGN(64 * KiB));
   ASSERT_NE(p, nullptr);
-  EXPECT_TRUE(is_aligned(p, 64 * KiB)) << "beyond a page: the arena's runs";
+  EXPECT_TRUE(is_aligned(p, 64 * KiB));
+  EXPECT_FALSE(is_bumped(p)) << "beyond a page: the arena's runs";
   pm_free(p);
 }
 
@@ -159,6 +164,7 @@ TEST(BumpArenaBlocks, LargerBlocksGoToTheArenasRunsAndTheResetFreesThem) {
   for (std::size_t size : {16 * KiB + 1, 100 * KiB, 1 * MiB, 5 * MiB}) {
     void* p = pm_mallocx(size, arena.flags());
     ASSERT_NE(p, nullptr);
+    EXPECT_FALSE(is_bumped(p)) << size;
     EXPECT_EQ(pm_malloc_usable_size(p), pm_nallocx(size, 0)) << size;
     fill(p, size, 7);
     EXPECT_TRUE(intact(p, size, 7));
@@ -168,8 +174,8 @@ TEST(BumpArenaBlocks, LargerBlocksGoToTheArenasRunsAndTheResetFreesThem) {
   EXPECT_EQ(arena_stats(arena.index()).blocks, 5u);
   ASSERT_EQ(pm_arena_reset(arena.index()), 0);
   EXPECT_EQ(arena_stats(arena.index()).blocks, 0u);
-  EXPECT_LE(heap_stats().allocated, before.allocated + kBumpRegionSize)
-      << "only the region the thread bumped from is still counted";
+  EXPECT_LE(heap_stats().allocated, before.allocated)
+      << "the regions handed out count again from the next one";
 }
 
 TEST(BumpArenaBlocks, ZeroFlagZeroesMemoryOfAnEarlierRound) {
@@ -213,8 +219,8 @@ TEST(BumpArenaBlocks, RallocxGrowsTheLastBlockInPlace) {
   EXPECT_EQ(pm_xallocx(other, 5000, 0, 0), bump_usable(16)) << "not the last: stays as it is";
   EXPECT_EQ(arena_stats(arena.index()).blocks, 2u) << "the old copy was freed";
 
-  // The moved copy is the last block now: it grows in place up to its region's end, and
-  // past the region it moves to the arena's runs.
+  // The moved copy is the last block now: it grows in place up to its span's end, and
+  // past the span it moves to the arena's runs.
   void* grown = pm_rallocx(moved, 64 * KiB, 0);
   EXPECT_EQ(grown, moved);
   EXPECT_EQ(pm_malloc_usable_size(grown), bump_usable(64 * KiB));
@@ -302,7 +308,7 @@ TEST(BumpArenaReset, AResetArenaServesItsFirstAddressesAgain) {
   EXPECT_EQ(again, first) << "the same region, from its start";
 }
 
-// Spans of 1, 2, 4, 8, 16, 16, ... regions: a thread takes the lock once per span.
+// Spans of 1, 2, 4, 4, ... regions: a thread takes the lock once per span.
 TEST(BumpArenaReset, RegionsAreTakenInDoublingSpans) {
   ScopedBumpArena arena;
   constexpr std::size_t kBlocks = 100000, kSize = 64;
@@ -310,11 +316,11 @@ TEST(BumpArenaReset, RegionsAreTakenInDoublingSpans) {
   const std::size_t regions = arena_stats(arena.index()).active / kBumpRegionSize;
   const std::size_t needed = (kBlocks * pagemalloc::bump_stride(kSize) + kBumpRegionSize - 1) / kBumpRegionSize;
   EXPECT_GE(regions, needed);
-  EXPECT_LE(regions, needed + pagemalloc::kBumpRegionsPerChunk) << "at most one span unused";
-  // The next round starts with the last span's size: one chunk of 16 regions.
+  EXPECT_LE(regions, needed + pagemalloc::kBumpMaxSpan) << "at most one span unused";
+  // The next round starts with the last span's size: 4 regions.
   ASSERT_EQ(pm_arena_reset(arena.index()), 0);
   ASSERT_NE(pm_mallocx(kSize, arena.flags()), nullptr);
-  EXPECT_EQ(arena_stats(arena.index()).active, pagemalloc::kChunkSize);
+  EXPECT_EQ(arena_stats(arena.index()).active, pagemalloc::kBumpMaxSpan * kBumpRegionSize);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -378,6 +384,7 @@ TEST(ArenaResourceBump, ContainersLiveOnTheBumpPath) {
   std::pmr::vector<std::pmr::string> words(&resource);
   for (int i = 0; i < 10000; ++i)
     words.emplace_back("a word too long for the small-string buffer " + std::to_string(i));
+  EXPECT_TRUE(is_bumped(words[5].data()));
   EXPECT_EQ(pm_malloc_usable_size(words[5].data()), bump_usable(words[5].capacity() + 1));
   for (int i = 0; i < 10000; i += 101)
     EXPECT_EQ(std::string_view(words[i]),
@@ -423,7 +430,8 @@ TEST_F(BumpMisuseDeathTest, FreeAfterTheResetIsReported) {
           pm_arena_reset(arena);
           pm_free(p);
         },
-        "pagemalloc: pm_free\\(0x[0-9a-f]+\\): double free \\(its arena was reset\\)");
+        "pagemalloc: pm_free\\(0x[0-9a-f]+\\): double free \\(or not a block: its arena was "
+        "reset\\?\\)");
   }
 }
 
@@ -436,7 +444,8 @@ TEST_F(BumpMisuseDeathTest, UseAfterTheResetIsReported) {
         pm_arena_reset(arena);
         (void)pm_rallocx(p, 128, 0);
       },
-      "pagemalloc: pm_rallocx\\(0x[0-9a-f]+\\): not a live block \\(its arena was reset\\)");
+      "pagemalloc: pm_rallocx\\(0x[0-9a-f]+\\): not a live block \\(freed, or its arena was "
+      "reset\\?\\)");
   EXPECT_DEATH(
       {
         turn_checks_on();
@@ -464,10 +473,16 @@ TEST_F(BumpMisuseDeathTest, InteriorPointerAndWrongSizeAreReported) {
       {
         const unsigned arena = pm_arena_create_ex(PM_ARENA_BUMP);
         auto* p = static_cast<char*>(pm_mallocx(64, PM_ARENA(arena)));
-        std::memset(p, 0, 64);
-        pm_free(p + 32);
+        pm_free(p + 8);
       },
       "pagemalloc: pm_free\\(0x[0-9a-f]+\\): not the start of a block");
+  EXPECT_DEATH(
+      {
+        const unsigned arena = pm_arena_create_ex(PM_ARENA_BUMP);
+        auto* p = static_cast<char*>(pm_mallocx(64, PM_ARENA(arena)));
+        pm_free(p + 32);
+      },
+      "pagemalloc: pm_free\\(0x[0-9a-f]+\\): double free \\(or not a block");
   EXPECT_DEATH(
       {
         turn_checks_on();

@@ -4,7 +4,7 @@
 //
 // What is checked: every block keeps the bytes its thread wrote until the round ends (no two
 // threads were given the same memory); the shared arena handed out no more regions than the
-// bytes bumped need plus one span (at most a chunk's 16 regions) per thread and round, so
+// bytes bumped need plus one span (at most 4 regions) per thread and round, so
 // its lock was taken only when a thread's span was full, never per block; after each reset
 // the live counts are zero.
 #include <gtest/gtest.h>
@@ -99,7 +99,7 @@ TEST(BumpArenaThreads, OwnAndSharedArenasKeepEveryThreadsBytes) {
     }
     most_regions = std::max(most_regions, regions);
     most_needed = std::max(most_needed, needed);
-    EXPECT_LE(regions, needed + kThreads * pagemalloc::kBumpRegionsPerChunk) << "round " << round;
+    EXPECT_LE(regions, needed + kThreads * pagemalloc::kBumpMaxSpan) << "round " << round;
     ASSERT_EQ(pm_arena_reset(shared), 0);
     ASSERT_EQ(pm_arena_stats_get(shared, &s), 0);
     EXPECT_EQ(s.blocks, 0u);

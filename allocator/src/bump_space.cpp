@@ -1,9 +1,10 @@
-// The bump side of an explicit arena: regions lent to leases and cursors, block headers
-// checked on every operation, reset by moving the epoch, chunks returned on destroy.
+// The bump side of an explicit arena: spans lent to leases and cursors, size maps checked on
+// every operation, reset by moving the epoch, chunks returned on destroy.
 #include "bump_space.h"
 
 #include <algorithm>
 
+#include "config.h"
 #include "diagnostics.h"
 
 namespace pagemalloc {
@@ -48,7 +49,7 @@ bool BumpSpace::lend_region(pm_bump_cursor& cursor, std::size_t size, std::size_
   // The span doubles across resets too: an owner that fills a chunk per round soon takes
   // one chunk per round.
   const std::size_t wanted =
-      cursor.span != 0 ? std::min<std::size_t>(2 * std::size_t{cursor.span}, kBumpRegionsPerChunk) : 1;
+      cursor.span != 0 ? std::min<std::size_t>(2 * std::size_t{cursor.span}, kBumpMaxSpan) : 1;
   char* begin = nullptr;
   char* end = nullptr;
   unsigned span = 0;
@@ -73,14 +74,17 @@ bool BumpSpace::lend_region(pm_bump_cursor& cursor, std::size_t size, std::size_
     next_region_ += regions;
     regions_lent_ += regions;
     span = unsigned(regions);
-    // The first block's header follows a free 8 bytes: no block starts on a chunk boundary
-    // (those are huge blocks' addresses).
-    begin = first + 2 * kBumpHeader;
+    // The chunk's first bytes hold its size map's address: no block starts on a chunk
+    // boundary (those are huge blocks' addresses).
+    begin = next_region_ == regions ? first + kBumpChunkHeader : first;
     end = first + regions * kBumpRegionSize;
   }
+  const std::byte* chunk = chunk_base_of(begin);
+  std::uint16_t* map;
+  std::memcpy(&map, chunk, sizeof map);
   cursor.next = begin;
   cursor.end = end;
-  cursor.stamp = BumpHeader::stamp(epoch);
+  cursor.size_map = BumpSizeMap::bias(chunk, map);
   cursor.blocks = 0;
   cursor.epoch = epoch;
   cursor.span = span;
@@ -100,39 +104,51 @@ void BumpSpace::take_back(pm_bump_cursor& cursor, bool keep_rest) {
 std::byte* BumpSpace::map_chunk() {
   auto* chunk = static_cast<std::byte*>(os_.reserve(kChunkSize, kChunkSize));
   if (chunk == nullptr) return nullptr;
+  void* map = os_.reserve(kBumpSizeMapBytes, kPageSize);
+  if (map == nullptr) {
+    os_.release(chunk, kChunkSize);
+    return nullptr;
+  }
+  std::memcpy(chunk, &map, sizeof map);
   if (!chunks_.add(chunk)) {
+    os_.release(map, kBumpSizeMapBytes);
     os_.release(chunk, kChunkSize);
     return nullptr;
   }
   if (!address_map().set(chunk, AddressMap::tag(this, AddressMap::kBumpChunk))) {
     chunks_.remove(chunk);
+    os_.release(map, kBumpSizeMapBytes);
     os_.release(chunk, kChunkSize);
     return nullptr;
   }
   return chunk;
 }
 
-BumpSpace::Check BumpSpace::check(const void* p, std::uint64_t& header) const {
+void BumpSpace::clear_size_maps() {
+  const auto chunks = chunks_.all();
+  const std::size_t used = next_region_ == 0 ? next_chunk_ : next_chunk_ + 1;
+  for (std::size_t i = 0; i < used && i < chunks.size(); ++i) {
+    void* map;
+    std::memcpy(&map, chunks[i], sizeof map);
+    std::memset(map, 0, kBumpSizeMapBytes);
+  }
+}
+
+BumpSpace::Check BumpSpace::check(const void* p, std::uint16_t*& entry) const {
   const auto address = reinterpret_cast<std::uintptr_t>(p);
-  if (address % kBumpAlign != 0 || address - reinterpret_cast<std::uintptr_t>(chunk_base_of(p)) <
-                                       2 * kBumpHeader)
+  if (address % kBumpGranule != 0 ||
+      address - reinterpret_cast<std::uintptr_t>(chunk_base_of(p)) < kBumpChunkHeader)
     return Check::NotABlock;
-  header = BumpHeader::read(p);
-  const std::uint64_t magic = header & BumpHeader::kMagicMask;
-  if ((magic != BumpHeader::kLive && magic != BumpHeader::kFreed) ||
-      BumpHeader::size_of(header) > kBumpRegionSize)
-    return Check::NotABlock;
-  if (BumpHeader::epoch_of(header) !=
-      (epoch_.load(std::memory_order_acquire) & BumpHeader::kEpochMask))
-    return Check::Stale;
-  return magic == BumpHeader::kFreed ? Check::Freed : Check::Live;
+  entry = BumpSizeMap::entry(p);
+  if (*entry == 0) return Check::NoBlock;
+  return (*entry & BumpSizeMap::kFreed) != 0 ? Check::Freed : Check::Live;
 }
 
 void BumpSpace::report(Check what, const char* call, const void* p, bool freeing) {
   switch (what) {
-    case Check::Stale:
-      report_misuse(call, p, freeing ? "double free (its arena was reset)"
-                                     : "not a live block (its arena was reset)");
+    case Check::NoBlock:
+      report_misuse(call, p, freeing ? "double free (or not a block: its arena was reset?)"
+                                     : "not a live block (freed, or its arena was reset?)");
     case Check::Freed:
       report_misuse(call, p, freeing ? "double free" : "not a live block (already freed?)");
     default:
@@ -141,51 +157,52 @@ void BumpSpace::report(Check what, const char* call, const void* p, bool freeing
 }
 
 std::size_t BumpSpace::usable_size(const void* p, const char* call) const {
-  std::uint64_t header = 0;
-  const Check c = check(p, header);
+  std::uint16_t* entry = nullptr;
+  const Check c = check(p, entry);
   if (c != Check::Live) [[unlikely]] report(c, call, p, false);
-  return bump_usable(BumpHeader::size_of(header));
+  return std::size_t{*entry} * kBumpGranule;
 }
 
 void BumpSpace::free(void* p, const char* call) {
-  std::uint64_t header = 0;
-  const Check c = check(p, header);
+  std::uint16_t* entry = nullptr;
+  const Check c = check(p, entry);
   if (c != Check::Live) [[unlikely]] report(c, call, p, true);
   if (!freeable_) return;  // PM_ARENA_NO_FREE: the block stays until the reset
-  BumpHeader::write(p, (header & ~BumpHeader::kMagicMask) | BumpHeader::kFreed);
+  *entry = std::uint16_t(*entry | BumpSizeMap::kFreed);
   freed_.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool BumpSpace::resize_in_place(void* p, std::size_t size, const char* call) {
-  std::uint64_t header = 0;
-  const Check c = check(p, header);
+  std::uint16_t* entry = nullptr;
+  const Check c = check(p, entry);
   if (c != Check::Live) [[unlikely]] report(c, call, p, false);
-  const std::size_t old_size = BumpHeader::size_of(header);
-  const std::uint64_t rest = header & ~BumpHeader::kSizeMask;
-  if (size <= bump_usable(old_size)) {
-    BumpHeader::write(p, rest | size);
+  const std::size_t old_stride = std::size_t{*entry} * kBumpGranule;
+  const std::size_t stride = bump_stride(size);
+  if (size > BumpSizeMap::kMaxGranules * kBumpGranule) return false;
+  if (stride <= old_stride) {
+    *entry = std::uint16_t(stride / kBumpGranule);  // the tail waits for the reset
     return true;
   }
-  // Growth: only the block this thread bumped last, into the rest of its lease's region.
+  // Growth: only the block this thread bumped last, into the rest of its lease's span.
   BumpLease& lease = t_bump_leases[index_ % kBumpLeaseSlots];
   auto* block = static_cast<char*>(p);
   if (lease.space != this || lease.cursor.epoch != epoch_.load(std::memory_order_acquire) ||
-      block + bump_stride(old_size) != lease.cursor.next || size > kBumpRegionSize ||
-      bump_stride(size) > std::size_t(lease.cursor.end - block))
+      block + old_stride != lease.cursor.next || stride > std::size_t(lease.cursor.end - block))
     return false;
-  lease.cursor.next = block + bump_stride(size);
-  BumpHeader::write(p, rest | size);
+  lease.cursor.next = block + stride;
+  *entry = std::uint16_t(stride / kBumpGranule);
   return true;
 }
 
 void BumpSpace::advance_epoch() {
   std::uint32_t next = epoch_.load(std::memory_order_relaxed) + 1;
-  if ((next & BumpHeader::kEpochMask) == 0) ++next;  // header epoch 0: never a live stamp
+  if (next == 0) ++next;  // 0 is a new cursor's: never current
   epoch_.store(next, std::memory_order_release);
 }
 
 void BumpSpace::reset() {
   LockGuard guard(lock_);
+  if (options().checks.load(std::memory_order_relaxed)) clear_size_maps();
   advance_epoch();
   next_chunk_ = 0;
   next_region_ = 0;
@@ -200,8 +217,11 @@ void BumpSpace::release_all() {
   LockGuard guard(lock_);
   while (!chunks_.all().empty()) {
     std::byte* chunk = chunks_.all().back();
+    void* map;
+    std::memcpy(&map, chunk, sizeof map);
     address_map().set(chunk, 0);
     chunks_.remove(chunk);
+    os_.release(map, kBumpSizeMapBytes);
     os_.release(chunk, kChunkSize);
   }
 }

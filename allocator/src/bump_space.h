@@ -3,14 +3,19 @@
 // bumps blocks from it with an add, a compare and two stores, taking no lock.
 //
 //   chunk     2 MiB, chunk-aligned, tagged kBumpChunk in the address map with this space;
-//             kept across resets, returned by release_all (destroy)
+//             kept across resets, returned by release_all (destroy). Its first 16 bytes
+//             hold the address of its size map; blocks start after them
 //   region    128 KiB of a chunk; an owner whose span is full takes the next span under the
-//             lock: one region, then twice as many as its last span (up to a chunk's 16)
-//   block     16-aligned (or aligned as asked, up to a page), preceded by an 8-byte header:
-//             a magic byte (live or freed), the arena's epoch (24 bits) and the size
+//             lock: one region, then twice as many as its last span (up to 4: 512 KiB, so
+//             that a block's length in granules fits in 15 bits)
+//   block     16-aligned (or aligned as asked, up to a page), its size rounded up to 16 bytes
+//             (a block of 0 bytes takes 16): blocks lie next to each other, with no header
+//   size map  one 16-bit entry per 16 bytes of the chunk (256 KiB, mapped beside it): at a
+//             block's first granule, its length in granules, the top bit set once freed;
+//             0 elsewhere (with checks on, a reset zeroes the maps, so that a block of an
+//             earlier round is seen as no block)
 //   epoch     advanced by every reset and destroy: a lease or cursor of an older epoch is
-//             stale (its owner takes a new region), and a block whose header carries one is
-//             a block of a reset arena (its use is reported)
+//             stale (its owner takes a new region)
 //   lease     a thread's region of one bump arena for pm_mallocx(PM_ARENA(i)): a few slots
 //             per thread, indexed by arena; a thread that moves to another arena on the same
 //             slot gives the rest of its region back to the first
@@ -36,53 +41,53 @@ namespace pagemalloc {
 
 inline constexpr std::size_t kBumpRegionSize = std::size_t{128} << 10;
 inline constexpr std::size_t kBumpRegionsPerChunk = kChunkSize / kBumpRegionSize;
+inline constexpr std::size_t kBumpMaxSpan = 4;  // regions
 inline constexpr std::size_t kBumpMaxBlock = std::size_t{16} << 10;
 inline constexpr std::size_t kBumpMaxAlign = kPageSize;
-inline constexpr std::size_t kBumpAlign = 16;
-inline constexpr std::size_t kBumpHeader = 8;
+inline constexpr std::size_t kBumpGranule = 16;
+inline constexpr std::size_t kBumpChunkHeader = 16;
+inline constexpr std::size_t kBumpSizeMapBytes = kChunkSize / kBumpGranule * sizeof(std::uint16_t);
 
-// Bytes a block of this size takes, its header included: the next block stays 16-aligned.
+// Bytes a block of this size takes (and what pm_malloc_usable_size says of it).
 constexpr std::size_t bump_stride(std::size_t size) {
-  return (size + kBumpHeader + kBumpAlign - 1) & ~(kBumpAlign - 1);
+  return size == 0 ? kBumpGranule : (size + kBumpGranule - 1) & ~(kBumpGranule - 1);
 }
-// What pm_malloc_usable_size says of a block of this size: up to the next header.
-constexpr std::size_t bump_usable(std::size_t size) { return bump_stride(size) - kBumpHeader; }
+constexpr std::size_t bump_usable(std::size_t size) { return bump_stride(size); }
 
-// The header word before every bumped block.
-struct BumpHeader {
-  static constexpr std::uint64_t kLive = std::uint64_t{0xB5} << 56;
-  static constexpr std::uint64_t kFreed = std::uint64_t{0xF5} << 56;
-  static constexpr std::uint64_t kMagicMask = std::uint64_t{0xFF} << 56;
-  static constexpr std::uint32_t kEpochMask = 0xFFFFFF;
-  static constexpr std::uint64_t kSizeMask = 0xFFFFFFFF;
+// The size map's entries.
+struct BumpSizeMap {
+  static constexpr std::uint16_t kFreed = 0x8000;
+  static constexpr std::size_t kMaxGranules = 0x7FFF;
 
-  static constexpr std::uint64_t stamp(std::uint32_t epoch) {
-    return kLive | (std::uint64_t{epoch & kEpochMask} << 32);
+  // The entry of the block at p, in the chunk whose map is at `map`.
+  static std::uint16_t* entry(const void* p) {
+    const std::byte* chunk = chunk_base_of(p);
+    std::uint16_t* map;
+    std::memcpy(&map, chunk, sizeof map);
+    return map + (static_cast<const std::byte*>(p) - chunk) / kBumpGranule;
   }
-  static std::uint64_t read(const void* block) {
-    std::uint64_t word;
-    std::memcpy(&word, static_cast<const std::byte*>(block) - kBumpHeader, sizeof word);
-    return word;
+  // pm_bump_cursor.size_map for a span of this chunk: the entry of block b is at
+  // (b >> 3) + bias (b is 16-aligned, the chunk 2 MiB-aligned).
+  static unsigned long long bias(const std::byte* chunk, const std::uint16_t* map) {
+    return reinterpret_cast<std::uintptr_t>(map) - (reinterpret_cast<std::uintptr_t>(chunk) >> 3);
   }
-  static void write(void* block, std::uint64_t word) {
-    std::memcpy(static_cast<std::byte*>(block) - kBumpHeader, &word, sizeof word);
+  static std::uint16_t* entry(const pm_bump_cursor& c, std::uintptr_t block) {
+    return reinterpret_cast<std::uint16_t*>((block >> 3) + c.size_map);
   }
-  static std::size_t size_of(std::uint64_t word) { return word & kSizeMask; }
-  static std::uint32_t epoch_of(std::uint64_t word) { return (word >> 32) & kEpochMask; }
 };
 
-// Bumps a block from the cursor's region; nullptr when it does not fit.
+// Bumps a block from the cursor's span; nullptr when it does not fit.
 // Requires: size <= kBumpMaxBlock, align a power of two <= kBumpMaxAlign.
 inline void* bump(pm_bump_cursor& c, std::size_t size, std::size_t align) {
   auto b = reinterpret_cast<std::uintptr_t>(c.next);
-  if (align > kBumpAlign) b = (b + align - 1) & ~(align - 1);
-  const std::uintptr_t next = b + bump_stride(size);
+  if (align > kBumpGranule) b = (b + align - 1) & ~(align - 1);
+  const std::size_t stride = bump_stride(size);
+  const std::uintptr_t next = b + stride;
   if (next > reinterpret_cast<std::uintptr_t>(c.end)) return nullptr;
   c.next = reinterpret_cast<char*>(next);
-  auto* block = reinterpret_cast<void*>(b);
-  BumpHeader::write(block, c.stamp | size);
+  *BumpSizeMap::entry(c, b) = std::uint16_t(stride / kBumpGranule);
   ++c.blocks;
-  return block;
+  return reinterpret_cast<void*>(b);
 }
 
 class BumpSpace;
@@ -161,7 +166,7 @@ class BumpSpace {
     char* next;
     char* end;
   };
-  enum class Check { Live, Freed, Stale, NotABlock };
+  enum class Check { Live, Freed, NoBlock, NotABlock };
 
   void* allocate_with_new_lease(BumpLease& lease, std::size_t size, std::size_t align);
   // Requires: lock_ held. Gives the cursor a span of regions of the current epoch with room
@@ -170,9 +175,11 @@ class BumpSpace {
   // Requires: lock_ held. The cursor's count to the arena and, with keep_rest (the cursor's
   // owner moves to another arena), the rest of its region to the partial list.
   void take_back(pm_bump_cursor& cursor, bool keep_rest);
-  // Requires: lock_ held.
+  // Requires: lock_ held. A new chunk and its size map.
   std::byte* map_chunk();
-  Check check(const void* p, std::uint64_t& header) const;
+  // Requires: lock_ held. With checks on: every size map entry of this epoch's chunks to 0.
+  void clear_size_maps();
+  Check check(const void* p, std::uint16_t*& entry) const;
   [[noreturn]] static void report(Check what, const char* call, const void* p, bool freeing);
   void advance_epoch();
 

@@ -84,7 +84,7 @@ int ExplicitArenas::stats(unsigned index, pm_arena_stats& out) {
   out.allocated = s.allocated + h.allocated + b.regions * kBumpRegionSize;
   out.active = s.active_pages * kPageSize + h.allocated + b.regions * kBumpRegionSize;
   out.mapped = s.chunks * kChunkSize + h.mapped + s.metadata + h.metadata + kRecordBytes +
-               b.chunks * kChunkSize;
+               b.chunks * (kChunkSize + kBumpSizeMapBytes);
   return 0;
 }
 

@@ -202,7 +202,7 @@ void Heap::deallocate_sized(void* p, std::size_t size, std::size_t align, const 
   if (options().checks.load(std::memory_order_relaxed)) {
     if (BumpSpace* space = is_chunk_aligned(p) ? nullptr : BumpSpace::owner_of(p)) {
       const std::size_t usable = space->usable_size(p, call);
-      if (align > kBumpMaxAlign || size > kBumpRegionSize || bump_usable(size) != usable)
+      if (align > kBumpMaxAlign || bump_usable(size) != usable)
         report_size_mismatch(call, p, size, usable);
       return space->free(p, call);
     }
@@ -419,7 +419,7 @@ void Heap::stats(pm_stats& out) {
   out.allocated = a.allocated + h.allocated + lent;
   out.active = a.active_pages * kPageSize + h.allocated + lent;
   out.mapped = a.chunks * kChunkSize + h.mapped + a.metadata + h.metadata + records +
-               bumped.chunks * kChunkSize;
+               bumped.chunks * (kChunkSize + kBumpSizeMapBytes);
   out.dirty = a.dirty_pages * kPageSize + h.cached;
   out.retained = (a.free_pages - a.dirty_pages) * kPageSize;
   out.copied = copied_.load(std::memory_order_relaxed);

@@ -28,6 +28,7 @@
 #include <pagemalloc/pagemalloc.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory_resource>
@@ -131,13 +132,13 @@ class BumpArena {
   // slabs and runs for blocks over 16 KiB or alignments over a page).
   [[nodiscard]] void* allocate(std::size_t size,
                                std::size_t alignment = alignof(std::max_align_t)) {
-    if (alignment <= kAlign) [[likely]] {
-      const std::size_t stride = stride_of(size);
+    if (alignment <= kGranule) [[likely]] {
+      // stride - 1 wraps for a size of 0 (and of nearly SIZE_MAX): the call serves those.
+      const std::size_t stride = (size + kGranule - 1) & ~(kGranule - 1);
       char* block = cursor_.next;
-      if (stride > size && stride <= std::size_t(cursor_.end - block)) [[likely]] {
+      if (stride - 1 < std::size_t(cursor_.end - block)) [[likely]] {
         cursor_.next = block + stride;
-        const unsigned long long header = cursor_.stamp | size;
-        std::memcpy(block - kHeader, &header, kHeader);
+        *length_entry(block) = static_cast<unsigned short>(stride / kGranule);
         ++cursor_.blocks;
         return block;
       }
@@ -157,16 +158,17 @@ class BumpArena {
     if (!no_free_ && p != nullptr) pm_free(p);
   }
 
-  // The block p of old_size bytes, now of new_size: in place when it is the last block
-  // bumped and the region has room, else moved (its first bytes copied) to a new block.
+  // The block p of old_size bytes (as allocated or last reallocated), now of new_size: in
+  // place when it is the last block bumped and the span has room, else moved (its first
+  // bytes copied) to a new block.
   [[nodiscard]] void* reallocate(void* p, std::size_t old_size, std::size_t new_size,
                                  std::size_t alignment = alignof(std::max_align_t)) {
     char* block = static_cast<char*>(p);
-    if (p != nullptr && block + stride_of(old_size) == cursor_.next && stride_of(new_size) > new_size &&
-        stride_of(new_size) <= std::size_t(cursor_.end - block)) {
-      cursor_.next = block + stride_of(new_size);
-      const unsigned long long header = cursor_.stamp | new_size;
-      std::memcpy(block - kHeader, &header, kHeader);
+    const std::size_t stride = (new_size + kGranule - 1) & ~(kGranule - 1);
+    if (p != nullptr && block + stride_of(old_size) == cursor_.next &&
+        stride - 1 < std::size_t(cursor_.end - block)) {
+      cursor_.next = block + stride;
+      *length_entry(block) = static_cast<unsigned short>(stride / kGranule);
       return p;
     }
     void* q = allocate(new_size, alignment);
@@ -192,11 +194,14 @@ class BumpArena {
   }
 
  private:
-  static constexpr std::size_t kAlign = 16;
-  static constexpr std::size_t kHeader = 8;
-  // As pm_bump_cursor says: a block and its header, rounded to keep the next one aligned.
+  static constexpr std::size_t kGranule = 16;
+  // As pm_bump_cursor says: the bytes a block takes, and where its length is written.
   static constexpr std::size_t stride_of(std::size_t size) {
-    return (size + kHeader + kAlign - 1) & ~(kAlign - 1);
+    return size == 0 ? kGranule : (size + kGranule - 1) & ~(kGranule - 1);
+  }
+  [[nodiscard]] unsigned short* length_entry(const char* block) const noexcept {
+    return reinterpret_cast<unsigned short*>((reinterpret_cast<std::uintptr_t>(block) >> 3) +
+                                             cursor_.size_map);
   }
 
   [[gnu::noinline]] void* refill(std::size_t size, std::size_t alignment) {

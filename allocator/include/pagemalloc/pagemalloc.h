@@ -78,40 +78,42 @@ int pm_arena_destroy(unsigned arena);
  * (0: as pm_arena_create). Returns its index, or 0 with errno = EINVAL (unknown flags,
  * PM_ARENA_NO_FREE without PM_ARENA_BUMP), EAGAIN or ENOMEM.
  *
- *   PM_ARENA_BUMP     blocks of up to 16 KiB with an alignment of up to a page are bumped from
- *                     a region of the arena's chunks that the calling thread holds: an add, a
- *                     compare and two stores, no lock (a thread takes a new region under the
- *                     arena's lock when its region is full: 128 KiB, then twice the last,
- *                     up to 2 MiB). Larger blocks come from the
- *                     arena's slabs, runs and huge extents as in any explicit arena. Each
- *                     bumped block is preceded by an 8-byte header (its size). pm_free of a
- *                     block is bookkeeping (the arena's live count): its memory comes back at
- *                     pm_arena_reset, which takes time in the number of chunks, not of blocks,
- *                     and keeps every chunk for the next round. pm_rallocx of the block a
- *                     thread bumped last grows it in place while its region has room.
+ *   PM_ARENA_BUMP     blocks of up to 16 KiB with an alignment of up to a page are bumped
+ *                     from a span of the arena's chunks that the calling thread holds: an
+ *                     add, a compare and two stores, no lock (a thread takes its next span
+ *                     under the arena's lock when its span is full: 128 KiB, then twice the
+ *                     last, up to 512 KiB). Larger blocks come from the arena's slabs, runs
+ *                     and huge extents as in any explicit arena. A bumped block's size is
+ *                     rounded up to 16 bytes. pm_free of a block is bookkeeping (the arena's
+ *                     live count): its memory comes back at pm_arena_reset, which takes time
+ *                     in the number of chunks, not of blocks, and keeps every chunk for the
+ *                     next round. pm_rallocx of the block a thread bumped last grows it in
+ *                     place while its span has room. A block freed twice is reported; with
+ *                     checks on (pm_ctl "checks"), so is the use of a block after a reset
+ *                     (then each reset also clears a map of 256 KiB per chunk)
  *   PM_ARENA_NO_FREE  with PM_ARENA_BUMP: blocks are never freed one by one; pm_free of one
  *                     does nothing (no count is kept), as a monotonic buffer.
  *
  * pm_arena_stats_get of a bump arena: blocks is the live count (bumped minus freed; a thread's
- * bumps are counted when it takes its next region or asks for the statistics), allocated
- * and active count the regions handed out, mapped the chunks. */
+ * bumps are counted when it takes its next span or asks for the statistics), allocated and
+ * active count the regions (128 KiB) handed out, mapped the chunks and their size maps. */
 #define PM_ARENA_BUMP 0x1u
 #define PM_ARENA_NO_FREE 0x2u
 unsigned pm_arena_create_ex(unsigned flags);
 
 /* The state of pagemalloc::BumpArena's inline fast path (pagemalloc/memory_resource.h): a
- * region of a bump arena lent to one owner, who bumps blocks from it without a call. The
- * block at next (16-aligned) takes round_up(size + 8, 16) bytes, its first 8 written with
- * stamp | size before it; blocks counts them. Fields belong to the library: a program sets
- * arena and zeroes the rest, then calls pm_arena_bump, which serves the block (from a new
- * region when this one is full) and returns NULL with errno = ENOMEM (EINVAL: arena names
- * no bump arena); pm_arena_bump_flush hands the count of blocks to the arena. After
- * pm_arena_reset of the arena, the owner sets next and end to NULL and blocks to 0 before
- * bumping again. */
+ * span of a bump arena lent to one owner, who bumps blocks from it without a call. A block
+ * of size bytes at next (16-aligned) takes stride = size rounded up to 16 (16 for 0), and its
+ * length stride / 16 is written as an unsigned short at address (next >> 3) + size_map;
+ * blocks counts them. Fields belong to the library: a program sets arena and zeroes the
+ * rest, then calls pm_arena_bump, which serves the block (from a new span when this one is
+ * full) and returns NULL with errno = ENOMEM (EINVAL: arena names no bump arena);
+ * pm_arena_bump_flush hands the count of blocks to the arena. After pm_arena_reset of the
+ * arena, the owner sets next and end to NULL and blocks to 0 before bumping again. */
 typedef struct pm_bump_cursor {
   char* next;
   char* end;
-  unsigned long long stamp;
+  unsigned long long size_map;
   size_t blocks;
   unsigned arena;
   unsigned epoch;
