@@ -219,16 +219,17 @@ TEST(BumpArenaBlocks, RallocxGrowsTheLastBlockInPlace) {
   EXPECT_EQ(pm_xallocx(other, 5000, 0, 0), bump_usable(16)) << "not the last: stays as it is";
   EXPECT_EQ(arena_stats(arena.index()).blocks, 2u) << "the old copy was freed";
 
-  // The moved copy is the last block now: it grows in place up to its span's end, and
-  // past the span it moves to the arena's runs.
-  void* grown = pm_rallocx(moved, 64 * KiB, 0);
+  // The moved copy is the last block now: it grows in place up to 16 KiB; past that it moves
+  // to the arena's runs.
+  void* grown = pm_rallocx(moved, 16 * KiB, 0);
   EXPECT_EQ(grown, moved);
-  EXPECT_EQ(pm_malloc_usable_size(grown), bump_usable(64 * KiB));
-  void* large = pm_rallocx(grown, 1 * MiB, 0);
+  EXPECT_EQ(pm_malloc_usable_size(grown), bump_usable(16 * KiB));
+  void* large = pm_rallocx(grown, 64 * KiB, 0);
   ASSERT_NE(large, nullptr);
   EXPECT_NE(large, grown);
+  EXPECT_FALSE(is_bumped(large));
   EXPECT_TRUE(intact(large, 50, 2));
-  EXPECT_EQ(pm_malloc_usable_size(large), pm_nallocx(1 * MiB, 0));
+  EXPECT_EQ(pm_malloc_usable_size(large), pm_nallocx(64 * KiB, 0));
   EXPECT_EQ(arena_stats(arena.index()).blocks, 2u);
 }
 

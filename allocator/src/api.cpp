@@ -65,6 +65,10 @@ void pm_sdallocx(void* ptr, size_t size, int flags) {
 }
 
 size_t pm_nallocx(size_t size, int flags) {
+  const auto f = decode_flags(flags);
+  if (f.arena != pagemalloc::kNoArena) {
+    if (const size_t bumped = heap().bumped_usable_size(f.arena, size, f.align)) return bumped;
+  }
   const auto where = pagemalloc::place(size, decode_flags(flags).align);
   return where.kind == pagemalloc::BlockKind::Invalid ? 0 : where.usable;
 }

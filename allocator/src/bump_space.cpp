@@ -2,18 +2,52 @@
 // every operation, reset by moving the epoch, chunks returned on destroy.
 #include "bump_space.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 #include "config.h"
 #include "diagnostics.h"
 
 namespace pagemalloc {
+namespace {
+
+// A thread that took a lease gives its leases back when it exits (their counts would be
+// lost otherwise): the key's value is only a flag.
+pthread_key_t g_lease_key;
+pthread_once_t g_lease_key_once = PTHREAD_ONCE_INIT;
+
+void on_thread_exit(void*) { BumpSpace::give_back_leases(); }
+void create_lease_key() { pthread_key_create(&g_lease_key, &on_thread_exit); }
+
+void give_back_at_exit() {
+  static constinit thread_local bool t_registered = false;
+  if (t_registered) return;
+  t_registered = true;
+  pthread_once(&g_lease_key_once, &create_lease_key);
+  pthread_setspecific(g_lease_key, &t_registered);
+}
+
+}  // namespace
+
+void BumpSpace::give_back_leases() {
+  for (BumpLease& lease : t_bump_leases) {
+    if (BumpSpace* space = lease.space) {
+      LockGuard guard(space->lock_);
+      space->take_back(lease.cursor, false);
+      space->unlink(lease);
+    }
+    lease = BumpLease{};
+  }
+}
 
 void* BumpSpace::allocate_with_new_lease(BumpLease& lease, std::size_t size, std::size_t align) {
+  give_back_at_exit();
   // The slot's lease of another arena (or of an older epoch of this one) goes back first.
   if (BumpSpace* previous = lease.space; previous != nullptr) {
     LockGuard guard(previous->lock_);
     previous->take_back(lease.cursor, previous != this);
+    previous->unlink(lease);
   }
   const bool mine = lease.space == this;
   lease.space = nullptr;
@@ -22,6 +56,7 @@ void* BumpSpace::allocate_with_new_lease(BumpLease& lease, std::size_t size, std
   LockGuard guard(lock_);
   if (!lend_region(lease.cursor, size, align)) return nullptr;
   lease.space = this;
+  link(lease);
   return bump(lease.cursor, size, align);
 }
 
@@ -39,9 +74,12 @@ void* BumpSpace::allocate_from_cursor(pm_bump_cursor& cursor, std::size_t size,
 }
 
 void BumpSpace::flush(pm_bump_cursor& cursor) {
-  if (cursor.epoch == epoch_.load(std::memory_order_acquire))
+  if (cursor.epoch == epoch_.load(std::memory_order_acquire)) {
     bumped_.fetch_add(cursor.blocks, std::memory_order_relaxed);
+    bumped_bytes_.fetch_add(cursor.bytes, std::memory_order_relaxed);
+  }
   cursor.blocks = 0;
+  cursor.bytes = 0;
 }
 
 bool BumpSpace::lend_region(pm_bump_cursor& cursor, std::size_t size, std::size_t align) {
@@ -86,6 +124,7 @@ bool BumpSpace::lend_region(pm_bump_cursor& cursor, std::size_t size, std::size_
   cursor.end = end;
   cursor.size_map = BumpSizeMap::bias(chunk, map);
   cursor.blocks = 0;
+  cursor.bytes = 0;
   cursor.epoch = epoch;
   cursor.span = span;
   return true;
@@ -94,11 +133,28 @@ bool BumpSpace::lend_region(pm_bump_cursor& cursor, std::size_t size, std::size_
 void BumpSpace::take_back(pm_bump_cursor& cursor, bool keep_rest) {
   if (cursor.epoch != epoch_.load(std::memory_order_relaxed)) return;
   bumped_.fetch_add(cursor.blocks, std::memory_order_relaxed);
+  bumped_bytes_.fetch_add(cursor.bytes, std::memory_order_relaxed);
   cursor.blocks = 0;
+  cursor.bytes = 0;
   // Whatever can still hold a block of 256 bytes is worth a later lease.
   if (keep_rest && cursor.end - cursor.next >= 256 && partial_count_ < kMaxPartial)
     partial_[partial_count_++] = Partial{cursor.next, cursor.end};
   cursor.next = cursor.end = nullptr;
+}
+
+void BumpSpace::link(BumpLease& lease) {
+  lease.next = leases_;
+  leases_ = &lease;
+}
+
+void BumpSpace::unlink(BumpLease& lease) {
+  for (BumpLease** at = &leases_; *at != nullptr; at = &(*at)->next) {
+    if (*at == &lease) {
+      *at = lease.next;
+      break;
+    }
+  }
+  lease.next = nullptr;
 }
 
 std::byte* BumpSpace::map_chunk() {
@@ -168,6 +224,7 @@ void BumpSpace::free(void* p, const char* call) {
   const Check c = check(p, entry);
   if (c != Check::Live) [[unlikely]] report(c, call, p, true);
   if (!freeable_) return;  // PM_ARENA_NO_FREE: the block stays until the reset
+  freed_bytes_.fetch_add(std::size_t{*entry} * kBumpGranule, std::memory_order_relaxed);
   *entry = std::uint16_t(*entry | BumpSizeMap::kFreed);
   freed_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -178,9 +235,10 @@ bool BumpSpace::resize_in_place(void* p, std::size_t size, const char* call) {
   if (c != Check::Live) [[unlikely]] report(c, call, p, false);
   const std::size_t old_stride = std::size_t{*entry} * kBumpGranule;
   const std::size_t stride = bump_stride(size);
-  if (size > BumpSizeMap::kMaxGranules * kBumpGranule) return false;
+  if (size > kBumpMaxBlock) return false;
   if (stride <= old_stride) {
     *entry = std::uint16_t(stride / kBumpGranule);  // the tail waits for the reset
+    freed_bytes_.fetch_add(old_stride - stride, std::memory_order_relaxed);
     return true;
   }
   // Growth: only the block this thread bumped last, into the rest of its lease's span.
@@ -190,6 +248,8 @@ bool BumpSpace::resize_in_place(void* p, std::size_t size, const char* call) {
       block + old_stride != lease.cursor.next || stride > std::size_t(lease.cursor.end - block))
     return false;
   lease.cursor.next = block + stride;
+  std::atomic_ref<std::size_t>(lease.cursor.bytes)
+      .store(lease.cursor.bytes + stride - old_stride, std::memory_order_relaxed);
   *entry = std::uint16_t(stride / kBumpGranule);
   return true;
 }
@@ -210,6 +270,8 @@ void BumpSpace::reset() {
   partial_count_ = 0;
   bumped_.store(0, std::memory_order_relaxed);
   freed_.store(0, std::memory_order_relaxed);
+  bumped_bytes_.store(0, std::memory_order_relaxed);
+  freed_bytes_.store(0, std::memory_order_relaxed);
 }
 
 void BumpSpace::release_all() {
@@ -227,12 +289,20 @@ void BumpSpace::release_all() {
 }
 
 BumpStats BumpSpace::stats() {
-  BumpLease& lease = t_bump_leases[index_ % kBumpLeaseSlots];
-  if (lease.space == this) flush(lease.cursor);
   LockGuard guard(lock_);
-  const std::size_t bumped = bumped_.load(std::memory_order_relaxed);
+  std::size_t bumped = bumped_.load(std::memory_order_relaxed);
+  std::size_t bumped_bytes = bumped_bytes_.load(std::memory_order_relaxed);
+  const std::uint32_t epoch = epoch_.load(std::memory_order_relaxed);
+  for (BumpLease* lease = leases_; lease != nullptr; lease = lease->next) {
+    if (lease->cursor.epoch != epoch) continue;
+    bumped += std::atomic_ref<std::size_t>(lease->cursor.blocks).load(std::memory_order_relaxed);
+    bumped_bytes += std::atomic_ref<std::size_t>(lease->cursor.bytes).load(std::memory_order_relaxed);
+  }
   const std::size_t freed = freed_.load(std::memory_order_relaxed);
-  return BumpStats{bumped > freed ? bumped - freed : 0, regions_lent_, chunks_.all().size()};
+  const std::size_t freed_bytes = freed_bytes_.load(std::memory_order_relaxed);
+  return BumpStats{bumped > freed ? bumped - freed : 0,
+                   bumped_bytes > freed_bytes ? bumped_bytes - freed_bytes : 0, regions_lent_,
+                   chunks_.all().size()};
 }
 
 }  // namespace pagemalloc

@@ -86,22 +86,28 @@ inline void* bump(pm_bump_cursor& c, std::size_t size, std::size_t align) {
   if (next > reinterpret_cast<std::uintptr_t>(c.end)) return nullptr;
   c.next = reinterpret_cast<char*>(next);
   *BumpSizeMap::entry(c, b) = std::uint16_t(stride / kBumpGranule);
-  ++c.blocks;
+  // Counted with relaxed stores (plain moves): the statistics read a thread's lease from
+  // another thread (BumpSpace::stats).
+  std::atomic_ref<std::size_t>(c.blocks).store(c.blocks + 1, std::memory_order_relaxed);
+  std::atomic_ref<std::size_t>(c.bytes).store(c.bytes + stride, std::memory_order_relaxed);
   return reinterpret_cast<void*>(b);
 }
 
 class BumpSpace;
 
-// A thread's lease of a region of one bump arena (pm_mallocx(PM_ARENA(i))).
+// A thread's lease of a span of one bump arena (pm_mallocx(PM_ARENA(i))), linked into its
+// arena's list of leases (so that the statistics count what the lease bumped).
 struct BumpLease {
   pm_bump_cursor cursor;
   BumpSpace* space;
+  BumpLease* next;
 };
 inline constexpr unsigned kBumpLeaseSlots = 8;
 inline constinit thread_local BumpLease t_bump_leases[kBumpLeaseSlots] = {};
 
 struct BumpStats {
   std::size_t blocks = 0;   // bumped minus freed
+  std::size_t bytes = 0;    // their strides
   std::size_t regions = 0;  // handed out since the last reset
   std::size_t chunks = 0;
 };
@@ -132,8 +138,10 @@ class BumpSpace {
   }
   // pm_arena_bump: a block from the cursor, refilled with a new region when full.
   void* allocate_from_cursor(pm_bump_cursor& cursor, std::size_t size, std::size_t align);
-  // pm_arena_bump_flush: the cursor's count of blocks to the arena.
+  // pm_arena_bump_flush: the cursor's counts to the arena.
   void flush(pm_bump_cursor& cursor);
+  // At a thread's exit: every lease it holds given back, with its counts.
+  static void give_back_leases();
 
   // The space whose chunk holds p, or nullptr.
   static BumpSpace* owner_of(const void* p) {
@@ -147,14 +155,15 @@ class BumpSpace {
   std::size_t usable_size(const void* p, const char* call) const;
   void free(void* p, const char* call);
   // Sets the block's size to `size` when it fits where it is: within its usable size, or,
-  // for the block the calling thread bumped last, within its lease's region.
+  // for the block the calling thread bumped last, within its lease's span (up to
+  // kBumpMaxBlock).
   bool resize_in_place(void* p, std::size_t size, const char* call);
 
   // Every block freed at once; the chunks stay for the next round.
   void reset();
   // reset(), then every chunk back to the OS.
   void release_all();
-  // Counts the calling thread's lease first.
+  // Counts every thread's lease.
   BumpStats stats();
 
   void lock_for_fork() { lock_.lock(); }
@@ -175,6 +184,9 @@ class BumpSpace {
   // Requires: lock_ held. The cursor's count to the arena and, with keep_rest (the cursor's
   // owner moves to another arena), the rest of its region to the partial list.
   void take_back(pm_bump_cursor& cursor, bool keep_rest);
+  // Requires: lock_ held.
+  void link(BumpLease& lease);
+  void unlink(BumpLease& lease);
   // Requires: lock_ held. A new chunk and its size map.
   std::byte* map_chunk();
   // Requires: lock_ held. With checks on: every size map entry of this epoch's chunks to 0.
@@ -189,6 +201,8 @@ class BumpSpace {
   std::atomic<std::uint32_t> epoch_{1};
   std::atomic<std::size_t> bumped_{0};  // blocks counted from cursors since the last reset
   std::atomic<std::size_t> freed_{0};
+  std::atomic<std::size_t> bumped_bytes_{0};
+  std::atomic<std::size_t> freed_bytes_{0};
   SpinLock lock_;                        // everything below
   ChunkList chunks_;
   std::size_t next_chunk_ = 0;           // where the next region comes from
@@ -196,6 +210,7 @@ class BumpSpace {
   std::size_t regions_lent_ = 0;
   Partial partial_[kMaxPartial] = {};
   unsigned partial_count_ = 0;
+  BumpLease* leases_ = nullptr;          // every thread's lease of this space
   OsPal os_;
 };
 

@@ -81,7 +81,7 @@ int ExplicitArenas::stats(unsigned index, pm_arena_stats& out) {
   const HugeStats h = a->huge.stats();
   const BumpStats b = a->bump.stats();
   out.blocks = s.blocks + h.blocks + b.blocks;
-  out.allocated = s.allocated + h.allocated + b.regions * kBumpRegionSize;
+  out.allocated = s.allocated + h.allocated + b.bytes;
   out.active = s.active_pages * kPageSize + h.allocated + b.regions * kBumpRegionSize;
   out.mapped = s.chunks * kChunkSize + h.mapped + s.metadata + h.metadata + kRecordBytes +
                b.chunks * (kChunkSize + kBumpSizeMapBytes);

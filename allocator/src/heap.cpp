@@ -330,8 +330,8 @@ void* Heap::reallocate_bumped(BumpSpace& space, void* p, std::size_t size, std::
   const std::size_t old_usable = space.usable_size(p, call);
   if (size == 0) size = 1;
   if (place(size, align).kind == BlockKind::Invalid) return out_of_memory();
-  if ((arena == kNoArena || arena == space.index()) && is_aligned(p, align) &&
-      space.resize_in_place(p, size, call)) {
+  if ((arena == kNoArena || arena == space.index()) && align <= kBumpMaxAlign &&
+      is_aligned(p, align) && space.resize_in_place(p, size, call)) {
     const std::size_t new_usable = space.usable_size(p, call);
     if (new_usable > old_usable) {
       if (zero) std::memset(static_cast<std::byte*>(p) + old_usable, 0, new_usable - old_usable);
@@ -381,6 +381,13 @@ void* Heap::bump_from_cursor(pm_bump_cursor& cursor, std::size_t size, std::size
   return p;
 }
 
+std::size_t Heap::bumped_usable_size(unsigned arena, std::size_t size, std::size_t align) {
+  ExplicitArena* e = explicit_.find(arena);
+  if (e == nullptr || !e->bump.enabled() || size > kBumpMaxBlock || align > kBumpMaxAlign)
+    return 0;
+  return bump_usable(size);
+}
+
 void Heap::flush_cursor(pm_bump_cursor& cursor) {
   if (ExplicitArena* e = explicit_.find(cursor.arena); e != nullptr && e->bump.enabled())
     e->bump.flush(cursor);
@@ -412,12 +419,12 @@ void Heap::stats(pm_stats& out) {
     add_huge(e.huge);
     records += ExplicitArenas::record_bytes();
     const BumpStats b = e.bump.stats();
+    bumped.bytes += b.bytes;
     bumped.regions += b.regions;
     bumped.chunks += b.chunks;
   });
-  const std::size_t lent = bumped.regions * kBumpRegionSize;
-  out.allocated = a.allocated + h.allocated + lent;
-  out.active = a.active_pages * kPageSize + h.allocated + lent;
+  out.allocated = a.allocated + h.allocated + bumped.bytes;
+  out.active = a.active_pages * kPageSize + h.allocated + bumped.regions * kBumpRegionSize;
   out.mapped = a.chunks * kChunkSize + h.mapped + a.metadata + h.metadata + records +
                bumped.chunks * (kChunkSize + kBumpSizeMapBytes);
   out.dirty = a.dirty_pages * kPageSize + h.cached;

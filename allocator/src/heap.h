@@ -70,6 +70,9 @@ class Heap {
   // ordinary path when too large; nullptr with errno = EINVAL (no bump arena) or ENOMEM.
   void* bump_from_cursor(pm_bump_cursor& cursor, std::size_t size, std::size_t align, bool zero);
   void flush_cursor(pm_bump_cursor& cursor);
+  // What pm_mallocx gives for this request in the arena if it is a bump arena and the block
+  // is bumped; else 0.
+  std::size_t bumped_usable_size(unsigned arena, std::size_t size, std::size_t align);
   int reset_arena(unsigned index) { return explicit_.reset(index); }
   int destroy_arena(unsigned index) { return explicit_.destroy(index); }
   int arena_stats(unsigned index, pm_arena_stats& out) { return explicit_.stats(index, out); }

@@ -94,9 +94,11 @@ int pm_arena_destroy(unsigned arena);
  *   PM_ARENA_NO_FREE  with PM_ARENA_BUMP: blocks are never freed one by one; pm_free of one
  *                     does nothing (no count is kept), as a monotonic buffer.
  *
- * pm_arena_stats_get of a bump arena: blocks is the live count (bumped minus freed; a thread's
- * bumps are counted when it takes its next span or asks for the statistics), allocated and
- * active count the regions (128 KiB) handed out, mapped the chunks and their size maps. */
+ * pm_arena_stats_get of a bump arena: blocks and allocated are the live count and bytes
+ * (bumped minus freed: a thread's bumps are counted when it takes its next span, asks for
+ * the statistics or exits; with PM_ARENA_NO_FREE nothing is freed), active counts the
+ * regions (128 KiB) handed out, mapped the chunks and their size maps. pm_nallocx with
+ * PM_ARENA(i) of a bump arena answers for its blocks. */
 #define PM_ARENA_BUMP 0x1u
 #define PM_ARENA_NO_FREE 0x2u
 unsigned pm_arena_create_ex(unsigned flags);
@@ -105,16 +107,17 @@ unsigned pm_arena_create_ex(unsigned flags);
  * span of a bump arena lent to one owner, who bumps blocks from it without a call. A block
  * of size bytes at next (16-aligned) takes stride = size rounded up to 16 (16 for 0), and its
  * length stride / 16 is written as an unsigned short at address (next >> 3) + size_map;
- * blocks counts them. Fields belong to the library: a program sets arena and zeroes the
+ * blocks counts them and bytes their strides. Fields belong to the library: a program sets arena and zeroes the
  * rest, then calls pm_arena_bump, which serves the block (from a new span when this one is
  * full) and returns NULL with errno = ENOMEM (EINVAL: arena names no bump arena);
- * pm_arena_bump_flush hands the count of blocks to the arena. After pm_arena_reset of the
- * arena, the owner sets next and end to NULL and blocks to 0 before bumping again. */
+ * pm_arena_bump_flush hands the counts to the arena. After pm_arena_reset of the arena, the
+ * owner sets next and end to NULL, blocks and bytes to 0 before bumping again. */
 typedef struct pm_bump_cursor {
   char* next;
   char* end;
   unsigned long long size_map;
   size_t blocks;
+  size_t bytes;
   unsigned arena;
   unsigned epoch;
   unsigned span;
