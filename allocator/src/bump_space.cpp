@@ -76,10 +76,11 @@ void* BumpSpace::allocate_from_cursor(pm_bump_cursor& cursor, std::size_t size,
 void BumpSpace::flush(pm_bump_cursor& cursor) {
   if (cursor.epoch == epoch_.load(std::memory_order_acquire)) {
     bumped_.fetch_add(cursor.blocks, std::memory_order_relaxed);
-    bumped_bytes_.fetch_add(cursor.bytes, std::memory_order_relaxed);
+    bumped_bytes_.fetch_add(bumped_bytes(cursor), std::memory_order_relaxed);
   }
   cursor.blocks = 0;
-  cursor.bytes = 0;
+  cursor.skipped = 0;
+  cursor.begin = cursor.next;
 }
 
 bool BumpSpace::lend_region(pm_bump_cursor& cursor, std::size_t size, std::size_t align) {
@@ -121,10 +122,11 @@ bool BumpSpace::lend_region(pm_bump_cursor& cursor, std::size_t size, std::size_
   std::uint16_t* map;
   std::memcpy(&map, chunk, sizeof map);
   cursor.next = begin;
+  cursor.begin = begin;
   cursor.end = end;
   cursor.size_map = BumpSizeMap::bias(chunk, map);
   cursor.blocks = 0;
-  cursor.bytes = 0;
+  cursor.skipped = 0;
   cursor.epoch = epoch;
   cursor.span = span;
   return true;
@@ -133,13 +135,14 @@ bool BumpSpace::lend_region(pm_bump_cursor& cursor, std::size_t size, std::size_
 void BumpSpace::take_back(pm_bump_cursor& cursor, bool keep_rest) {
   if (cursor.epoch != epoch_.load(std::memory_order_relaxed)) return;
   bumped_.fetch_add(cursor.blocks, std::memory_order_relaxed);
-  bumped_bytes_.fetch_add(cursor.bytes, std::memory_order_relaxed);
+  bumped_bytes_.fetch_add(bumped_bytes(cursor), std::memory_order_relaxed);
   cursor.blocks = 0;
-  cursor.bytes = 0;
+  cursor.skipped = 0;
+  cursor.begin = cursor.next;
   // Whatever can still hold a block of 256 bytes is worth a later lease.
   if (keep_rest && cursor.end - cursor.next >= 256 && partial_count_ < kMaxPartial)
     partial_[partial_count_++] = Partial{cursor.next, cursor.end};
-  cursor.next = cursor.end = nullptr;
+  cursor.next = cursor.end = cursor.begin = nullptr;
 }
 
 void BumpSpace::link(BumpLease& lease) {
@@ -247,9 +250,7 @@ bool BumpSpace::resize_in_place(void* p, std::size_t size, const char* call) {
   if (lease.space != this || lease.cursor.epoch != epoch_.load(std::memory_order_acquire) ||
       block + old_stride != lease.cursor.next || stride > std::size_t(lease.cursor.end - block))
     return false;
-  lease.cursor.next = block + stride;
-  std::atomic_ref<std::size_t>(lease.cursor.bytes)
-      .store(lease.cursor.bytes + stride - old_stride, std::memory_order_relaxed);
+  std::atomic_ref<char*>(lease.cursor.next).store(block + stride, std::memory_order_relaxed);
   *entry = std::uint16_t(stride / kBumpGranule);
   return true;
 }
@@ -295,8 +296,11 @@ BumpStats BumpSpace::stats() {
   const std::uint32_t epoch = epoch_.load(std::memory_order_relaxed);
   for (BumpLease* lease = leases_; lease != nullptr; lease = lease->next) {
     if (lease->cursor.epoch != epoch) continue;
-    bumped += std::atomic_ref<std::size_t>(lease->cursor.blocks).load(std::memory_order_relaxed);
-    bumped_bytes += std::atomic_ref<std::size_t>(lease->cursor.bytes).load(std::memory_order_relaxed);
+    pm_bump_cursor& c = lease->cursor;
+    bumped += std::atomic_ref<std::size_t>(c.blocks).load(std::memory_order_relaxed);
+    bumped_bytes += std::size_t(std::atomic_ref<char*>(c.next).load(std::memory_order_relaxed) -
+                                c.begin) -
+                    std::atomic_ref<std::size_t>(c.skipped).load(std::memory_order_relaxed);
   }
   const std::size_t freed = freed_.load(std::memory_order_relaxed);
   const std::size_t freed_bytes = freed_bytes_.load(std::memory_order_relaxed);

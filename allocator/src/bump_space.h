@@ -84,13 +84,19 @@ inline void* bump(pm_bump_cursor& c, std::size_t size, std::size_t align) {
   const std::size_t stride = bump_stride(size);
   const std::uintptr_t next = b + stride;
   if (next > reinterpret_cast<std::uintptr_t>(c.end)) return nullptr;
-  c.next = reinterpret_cast<char*>(next);
+  // Relaxed stores (plain moves): the statistics read a thread's lease from another thread
+  // (BumpSpace::stats).
+  if (const std::size_t gap = b - reinterpret_cast<std::uintptr_t>(c.next); gap != 0)
+    std::atomic_ref<std::size_t>(c.skipped).store(c.skipped + gap, std::memory_order_relaxed);
+  std::atomic_ref<char*>(c.next).store(reinterpret_cast<char*>(next), std::memory_order_relaxed);
   *BumpSizeMap::entry(c, b) = std::uint16_t(stride / kBumpGranule);
-  // Counted with relaxed stores (plain moves): the statistics read a thread's lease from
-  // another thread (BumpSpace::stats).
   std::atomic_ref<std::size_t>(c.blocks).store(c.blocks + 1, std::memory_order_relaxed);
-  std::atomic_ref<std::size_t>(c.bytes).store(c.bytes + stride, std::memory_order_relaxed);
   return reinterpret_cast<void*>(b);
+}
+
+// The bytes of blocks the cursor bumped since its counts were last taken.
+inline std::size_t bumped_bytes(const pm_bump_cursor& c) {
+  return std::size_t(c.next - c.begin) - c.skipped;
 }
 
 class BumpSpace;

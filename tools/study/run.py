@@ -47,7 +47,7 @@ def build(preset, targets):
 
 
 def build_everything(parts):
-    release_targets = ["pagemalloc", *BENCHMARKS]
+    release_targets = ["pagemalloc", *BENCHMARKS, workloads.ARENA_BINARY]
     if "tree-overhead" in parts:
         release_targets += ["run_manager_bench", "run_manager_bench_counted", "trace_replay",
                             "trace_replay_counted"]

@@ -140,7 +140,6 @@ class BumpArena {
         cursor_.next = block + stride;
         *length_entry(block) = static_cast<unsigned short>(stride / kGranule);
         ++cursor_.blocks;
-        cursor_.bytes += stride;
         return block;
       }
     }
@@ -169,7 +168,6 @@ class BumpArena {
     if (p != nullptr && block + stride_of(old_size) == cursor_.next &&
         stride - 1 < std::size_t(cursor_.end - block)) {
       cursor_.next = block + stride;
-      cursor_.bytes += stride - stride_of(old_size);
       *length_entry(block) = static_cast<unsigned short>(stride / kGranule);
       return p;
     }
@@ -184,9 +182,9 @@ class BumpArena {
   // Frees every block at once; the memory stays for the next ones.
   void reset() noexcept {
     pm_arena_reset(arena_);
-    cursor_.next = cursor_.end = nullptr;  // the span's size stays, for the next round
+    cursor_.next = cursor_.end = cursor_.begin = nullptr;  // the span's size stays
     cursor_.blocks = 0;
-    cursor_.bytes = 0;
+    cursor_.skipped = 0;
   }
 
   [[nodiscard]] pm_arena_stats stats() noexcept {

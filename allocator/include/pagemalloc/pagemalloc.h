@@ -107,17 +107,19 @@ unsigned pm_arena_create_ex(unsigned flags);
  * span of a bump arena lent to one owner, who bumps blocks from it without a call. A block
  * of size bytes at next (16-aligned) takes stride = size rounded up to 16 (16 for 0), and its
  * length stride / 16 is written as an unsigned short at address (next >> 3) + size_map;
- * blocks counts them and bytes their strides. Fields belong to the library: a program sets arena and zeroes the
+ * blocks counts them; the bytes bumped are next - begin - skipped (skipped: gaps left by
+ * alignment). Fields belong to the library: a program sets arena and zeroes the
  * rest, then calls pm_arena_bump, which serves the block (from a new span when this one is
  * full) and returns NULL with errno = ENOMEM (EINVAL: arena names no bump arena);
  * pm_arena_bump_flush hands the counts to the arena. After pm_arena_reset of the arena, the
- * owner sets next and end to NULL, blocks and bytes to 0 before bumping again. */
+ * owner sets next, end and begin to NULL, blocks and skipped to 0 before bumping again. */
 typedef struct pm_bump_cursor {
   char* next;
   char* end;
   unsigned long long size_map;
+  char* begin;
   size_t blocks;
-  size_t bytes;
+  size_t skipped;
   unsigned arena;
   unsigned epoch;
   unsigned span;
