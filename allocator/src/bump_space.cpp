@@ -35,6 +35,7 @@ void BumpSpace::give_back_leases() {
     if (BumpSpace* space = lease.space) {
       LockGuard guard(space->lock_);
       space->take_back(lease.cursor, false);
+      space->take_back_frees(lease);
       space->unlink(lease);
     }
     lease = BumpLease{};
@@ -47,6 +48,7 @@ void* BumpSpace::allocate_with_new_lease(BumpLease& lease, std::size_t size, std
   if (BumpSpace* previous = lease.space; previous != nullptr) {
     LockGuard guard(previous->lock_);
     previous->take_back(lease.cursor, previous != this);
+    previous->take_back_frees(lease);
     previous->unlink(lease);
   }
   const bool mine = lease.space == this;
@@ -227,9 +229,45 @@ void BumpSpace::free(void* p, const char* call) {
   const Check c = check(p, entry);
   if (c != Check::Live) [[unlikely]] report(c, call, p, true);
   if (!freeable_) return;  // PM_ARENA_NO_FREE: the block stays until the reset
-  freed_bytes_.fetch_add(std::size_t{*entry} * kBumpGranule, std::memory_order_relaxed);
+  const std::size_t bytes = std::size_t{*entry} * kBumpGranule;
   *entry = std::uint16_t(*entry | BumpSizeMap::kFreed);
+  if (BumpLease* lease = counting_lease()) [[likely]] {
+    std::atomic_ref<std::size_t>(lease->freed_blocks)
+        .store(lease->freed_blocks + 1, std::memory_order_relaxed);
+    std::atomic_ref<std::size_t>(lease->freed_bytes)
+        .store(lease->freed_bytes + bytes, std::memory_order_relaxed);
+    return;
+  }
+  freed_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   freed_.fetch_add(1, std::memory_order_relaxed);
+}
+
+BumpLease* BumpSpace::counting_lease() {
+  BumpLease& lease = t_bump_leases[index_ % kBumpLeaseSlots];
+  const std::uint32_t epoch = epoch_.load(std::memory_order_acquire);
+  if (lease.space == this && lease.cursor.epoch == epoch) [[likely]] return &lease;
+  if (lease.space != nullptr && lease.space != this) return nullptr;
+  // The slot is free, or this arena's lease is of an older epoch: a lease with no span, only
+  // counting (its next allocation takes a span).
+  give_back_at_exit();
+  LockGuard guard(lock_);
+  if (lease.space == nullptr) link(lease);
+  lease.space = this;
+  lease.cursor = pm_bump_cursor{};
+  lease.cursor.arena = index_;
+  lease.cursor.epoch = epoch_.load(std::memory_order_relaxed);
+  lease.freed_blocks = 0;
+  lease.freed_bytes = 0;
+  return &lease;
+}
+
+void BumpSpace::take_back_frees(BumpLease& lease) {
+  if (lease.cursor.epoch == epoch_.load(std::memory_order_relaxed)) {
+    freed_.fetch_add(lease.freed_blocks, std::memory_order_relaxed);
+    freed_bytes_.fetch_add(lease.freed_bytes, std::memory_order_relaxed);
+  }
+  lease.freed_blocks = 0;
+  lease.freed_bytes = 0;
 }
 
 bool BumpSpace::resize_in_place(void* p, std::size_t size, const char* call) {
@@ -293,17 +331,19 @@ BumpStats BumpSpace::stats() {
   LockGuard guard(lock_);
   std::size_t bumped = bumped_.load(std::memory_order_relaxed);
   std::size_t bumped_bytes = bumped_bytes_.load(std::memory_order_relaxed);
+  std::size_t freed = freed_.load(std::memory_order_relaxed);
+  std::size_t freed_bytes = freed_bytes_.load(std::memory_order_relaxed);
   const std::uint32_t epoch = epoch_.load(std::memory_order_relaxed);
   for (BumpLease* lease = leases_; lease != nullptr; lease = lease->next) {
     if (lease->cursor.epoch != epoch) continue;
+    freed += std::atomic_ref<std::size_t>(lease->freed_blocks).load(std::memory_order_relaxed);
+    freed_bytes += std::atomic_ref<std::size_t>(lease->freed_bytes).load(std::memory_order_relaxed);
     pm_bump_cursor& c = lease->cursor;
     bumped += std::atomic_ref<std::size_t>(c.blocks).load(std::memory_order_relaxed);
     bumped_bytes += std::size_t(std::atomic_ref<char*>(c.next).load(std::memory_order_relaxed) -
                                 c.begin) -
                     std::atomic_ref<std::size_t>(c.skipped).load(std::memory_order_relaxed);
   }
-  const std::size_t freed = freed_.load(std::memory_order_relaxed);
-  const std::size_t freed_bytes = freed_bytes_.load(std::memory_order_relaxed);
   return BumpStats{bumped > freed ? bumped - freed : 0,
                    bumped_bytes > freed_bytes ? bumped_bytes - freed_bytes : 0, regions_lent_,
                    chunks_.all().size()};

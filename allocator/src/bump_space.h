@@ -107,6 +107,10 @@ struct BumpLease {
   pm_bump_cursor cursor;
   BumpSpace* space;
   BumpLease* next;
+  // Blocks of the arena this thread freed (of any owner), counted here without an atomic
+  // addition; the statistics add them up.
+  std::size_t freed_blocks;
+  std::size_t freed_bytes;
 };
 inline constexpr unsigned kBumpLeaseSlots = 8;
 inline constinit thread_local BumpLease t_bump_leases[kBumpLeaseSlots] = {};
@@ -190,6 +194,11 @@ class BumpSpace {
   // Requires: lock_ held. The cursor's count to the arena and, with keep_rest (the cursor's
   // owner moves to another arena), the rest of its region to the partial list.
   void take_back(pm_bump_cursor& cursor, bool keep_rest);
+  // Requires: lock_ held. The lease's counts of frees to the arena's.
+  void take_back_frees(BumpLease& lease);
+  // A lease of the calling thread that counts its frees of this space's blocks, or nullptr
+  // when the thread's slot holds another arena's.
+  BumpLease* counting_lease();
   // Requires: lock_ held.
   void link(BumpLease& lease);
   void unlink(BumpLease& lease);
