@@ -11,8 +11,10 @@
 // What is checked: every size and alignment is served and usable to its last byte; frees
 // count (or, with PM_ARENA_NO_FREE, do nothing); the last block grows in place; larger
 // blocks go to the arena's slabs and runs and are freed by the reset too; the arena's mapped
-// bytes stay flat over 10,000 rounds and destroy returns them; a region costs one slow call
-// (the stats count the regions handed out); misuse after a reset aborts with a message.
+// bytes stay flat over 10,000 rounds and destroy returns them; a span costs one slow call
+// (the stats count the regions handed out); other threads' blocks and frees are counted while
+// they run and after they exit; bad cursor calls fail with EINVAL; misuse after a reset
+// aborts with a message.
 #include <gtest/gtest.h>
 
 #include <pagemalloc/memory_resource.h>
@@ -21,6 +23,7 @@
 #include "bump_space.h"
 #include "explicit_arenas.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -28,6 +31,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -260,6 +264,57 @@ TEST(BumpArenaBlocks, NoFreeArenaIgnoresFreesAndKeepsTheOtherBlocks) {
   for (unsigned i = 1; i < 100; i += 2) EXPECT_TRUE(intact(blocks[i], 48, i));
   EXPECT_EQ(arena_stats(arena.index()).blocks, 100u) << "nothing is freed before the reset";
   ASSERT_EQ(pm_arena_reset(arena.index()), 0);
+  EXPECT_EQ(arena_stats(arena.index()).blocks, 0u);
+}
+
+TEST(BumpArenaBlocks, OtherThreadsBlocksAndFreesAreCountedWhileTheyRunAndAfterTheyExit) {
+  ScopedBumpArena arena;
+  std::vector<void*> mine;
+  for (int i = 0; i < 10; ++i) mine.push_back(pm_mallocx(100, arena.flags()));
+  std::atomic<int> stage{0};
+  std::vector<void*> theirs;
+  std::thread other([&] {
+    for (int i = 0; i < 7; ++i) theirs.push_back(pm_mallocx(50, arena.flags()));
+    for (int i = 0; i < 4; ++i) pm_free(mine[i]);  // frees of another thread's blocks
+    stage = 1;
+    while (stage.load() != 2) std::this_thread::yield();
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  pm_arena_stats during = arena_stats(arena.index());
+  EXPECT_EQ(during.blocks, 10u + 7u - 4u) << "the running thread's lease is counted";
+  EXPECT_EQ(during.allocated, 6 * bump_usable(100) + 7 * bump_usable(50));
+  stage = 2;
+  other.join();
+  EXPECT_EQ(arena_stats(arena.index()).blocks, 13u) << "and kept after the thread exits";
+  for (void* p : theirs) pm_free(p);
+  EXPECT_EQ(arena_stats(arena.index()).blocks, 6u);
+  EXPECT_EQ(arena_stats(arena.index()).allocated, 6 * bump_usable(100));
+}
+
+TEST(BumpArenaBlocks, CursorCallsRefuseBadInputAndChangeNothing) {
+  errno = 0;
+  EXPECT_EQ(pm_arena_bump(nullptr, 16, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  pm_arena_bump_flush(nullptr);  // nothing to flush, no crash
+  const unsigned plain = pm_arena_create();
+  ASSERT_NE(plain, 0u);
+  for (unsigned arena : {plain, 0u, 4000u}) {
+    pm_bump_cursor cursor{};
+    cursor.arena = arena;
+    errno = 0;
+    EXPECT_EQ(pm_arena_bump(&cursor, 16, 0), nullptr) << arena;
+    EXPECT_EQ(errno, EINVAL) << "not a bump arena: " << arena;
+    EXPECT_EQ(cursor.next, nullptr) << "the cursor is untouched";
+    pm_arena_bump_flush(&cursor);
+  }
+  EXPECT_EQ(arena_stats(plain).blocks, 0u);
+  EXPECT_EQ(pm_arena_destroy(plain), 0);
+  ScopedBumpArena arena;
+  pm_bump_cursor cursor{};
+  cursor.arena = arena.index();
+  errno = 0;
+  EXPECT_EQ(pm_arena_bump(&cursor, ~std::size_t{0}, 0), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
   EXPECT_EQ(arena_stats(arena.index()).blocks, 0u);
 }
 
