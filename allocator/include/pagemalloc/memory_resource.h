@@ -102,7 +102,10 @@ class ArenaResource : public std::pmr::memory_resource {
 class BumpArena {
  public:
   // Creates a bump arena: flags 0 (blocks may be freed one by one, which the arena counts)
-  // or PM_ARENA_NO_FREE (deallocate does nothing). Throws std::bad_alloc when creation fails.
+  // or PM_ARENA_NO_FREE (deallocate does nothing). Throws std::bad_alloc when creation fails
+  // (other flags too). The span it bumps from lives in the object: reset the arena through
+  // reset(), not pm_arena_reset(arena()), which would leave the object bumping from a span
+  // the arena hands out again.
   explicit BumpArena(unsigned flags = 0)
       : arena_(pm_arena_create_ex(PM_ARENA_BUMP | flags)), no_free_((flags & PM_ARENA_NO_FREE) != 0) {
     if (arena_ == 0) detail::allocation_failed();
@@ -128,8 +131,8 @@ class BumpArena {
   [[nodiscard]] unsigned arena() const noexcept { return arena_; }
 
   // size bytes aligned to `alignment` (a power of two). Up to 16 bytes of alignment and
-  // while the region has room: inline; otherwise one call (a new region, or the arena's
-  // slabs and runs for blocks over 16 KiB or alignments over a page).
+  // while the span has room: inline; otherwise one call (a new span, or the arena's slabs
+  // and runs for blocks over 16 KiB or alignments over a page).
   [[nodiscard]] void* allocate(std::size_t size,
                                std::size_t alignment = alignof(std::max_align_t)) {
     if (alignment <= kGranule) [[likely]] {

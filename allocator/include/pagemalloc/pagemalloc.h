@@ -92,13 +92,14 @@ int pm_arena_destroy(unsigned arena);
  *                     checks on (pm_ctl "checks"), so is the use of a block after a reset
  *                     (then each reset also clears a map of 256 KiB per chunk)
  *   PM_ARENA_NO_FREE  with PM_ARENA_BUMP: blocks are never freed one by one; pm_free of one
- *                     does nothing (no count is kept), as a monotonic buffer.
+ *                     does nothing (the block stays counted until the reset), as in a
+ *                     monotonic buffer.
  *
  * pm_arena_stats_get of a bump arena: blocks and allocated are the live count and bytes
- * (bumped minus freed: a thread's bumps are counted when it takes its next span, asks for
- * the statistics or exits; with PM_ARENA_NO_FREE nothing is freed), active counts the
- * regions (128 KiB) handed out, mapped the chunks and their size maps. pm_nallocx with
- * PM_ARENA(i) of a bump arena answers for its blocks. */
+ * (bumped minus freed, from every thread; the blocks a pagemalloc::BumpArena bumps inline
+ * count when it takes its next span or its stats() is asked), active counts the regions
+ * (128 KiB) handed out, mapped the chunks and their size maps. pm_nallocx with PM_ARENA(i)
+ * of a bump arena answers for its blocks. */
 #define PM_ARENA_BUMP 0x1u
 #define PM_ARENA_NO_FREE 0x2u
 unsigned pm_arena_create_ex(unsigned flags);
