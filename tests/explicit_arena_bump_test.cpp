@@ -370,7 +370,8 @@ TEST(BumpArenaReset, RegionsAreTakenInDoublingSpans) {
   constexpr std::size_t kBlocks = 100000, kSize = 64;
   for (std::size_t i = 0; i < kBlocks; ++i) ASSERT_NE(pm_mallocx(kSize, arena.flags()), nullptr);
   const std::size_t regions = arena_stats(arena.index()).active / kBumpRegionSize;
-  const std::size_t needed = (kBlocks * pagemalloc::bump_stride(kSize) + kBumpRegionSize - 1) / kBumpRegionSize;
+  const std::size_t bytes = kBlocks * pagemalloc::bump_stride(kSize);
+  const std::size_t needed = (bytes + kBumpRegionSize - 1) / kBumpRegionSize;
   EXPECT_GE(regions, needed);
   EXPECT_LE(regions, needed + pagemalloc::kBumpMaxSpan) << "at most one span unused";
   // The next round starts with the last span's size: 4 regions.

@@ -156,8 +156,8 @@ class BumpSpace {
   // The space whose chunk holds p, or nullptr.
   static BumpSpace* owner_of(const void* p) {
     const std::uintptr_t entry = address_map().get(chunk_base_of(p));
-    return AddressMap::tag_of(entry) == AddressMap::kBumpChunk ? AddressMap::owner_of<BumpSpace>(entry)
-                                                                : nullptr;
+    if (AddressMap::tag_of(entry) != AddressMap::kBumpChunk) return nullptr;
+    return AddressMap::owner_of<BumpSpace>(entry);
   }
 
   // Operations on a block of this space; misuse (a block freed, of an older epoch, or not a

@@ -268,8 +268,10 @@ class ShadowHeap {
       fail(fmt::format("{}: {} is not aligned to {}", call, fmt::ptr(p), r.align));
     const std::size_t usable = pm_sallocx(p, 0);
     const std::size_t usable_size = pm_malloc_usable_size(p);
-    const std::size_t expected = pm_nallocx(
-        r.size, (r.align > 1 ? PM_ALIGN(r.align) : 0) | (is_explicit(r.arena) ? PM_ARENA(r.arena) : 0));
+    // With PM_ARENA(i): a bump arena's blocks have sizes of their own.
+    const int flags =
+        (r.align > 1 ? PM_ALIGN(r.align) : 0) | (is_explicit(r.arena) ? PM_ARENA(r.arena) : 0);
+    const std::size_t expected = pm_nallocx(r.size, flags);
     if (usable != usable_size || usable != expected || usable < r.size || usable == 0)
       fail(fmt::format("{}({}, align {}): pm_sallocx {}, pm_malloc_usable_size {}, pm_nallocx {}",
                        call, r.size, r.align, usable, usable_size, expected));

@@ -232,7 +232,8 @@ def report(info, data):
                    name: {p: geomean(group_ratios[name][p]) for p in PEERS}
                    for name, *_ in WORKLOADS}}
     write_json(PAPER / "summary.json", summary)
-    arena_lines = report_arena_rounds(info, data["arena_rounds"]) if data.get("arena_rounds") else []
+    arena = data.get("arena_rounds")
+    arena_lines = report_arena_rounds(info, arena) if arena else []
     lines = ["allocator workloads (papers/allocator-workloads/results.md), µs per round:",
              text_table(["workload"] + labels + ["pm/best"], [[r[0]] + r[1:] for r in rows])]
     lines.append("  pagemalloc / peer (geomean): " +
@@ -241,8 +242,10 @@ def report(info, data):
 
 
 def arena_case_title(case):
-    return (case.replace("/real_time", "").replace("BM_ResetRoundThreads/threads:2", "reset round, 2 threads, 128 B")
-            .replace("BM_ResetRound/chunk_size:", "reset round ").replace("BM_GoArenaRound", "Go-arena round (16-256 B)")
+    return (case.replace("/real_time", "")
+            .replace("BM_ResetRoundThreads/threads:2", "reset round, 2 threads, 128 B")
+            .replace("BM_ResetRound/chunk_size:", "reset round ")
+            .replace("BM_GoArenaRound", "Go-arena round (16-256 B)")
             .replace("/min_time:0.050", "").replace("/min_time:0.200", ""))
 
 
@@ -279,13 +282,16 @@ def report_arena_rounds(info, data):
     rows, ratio_rows = [], []
     for case in cases:
         med = {k: median(data["cases"][case].get(k, [])) for k in kinds}
-        rows.append([arena_case_title(case)] + [f"{med[k] / 1e3:,.2f}" if med[k] else "—" for k in kinds])
+        rows.append([arena_case_title(case)] +
+                    [f"{med[k] / 1e3:,.2f}" if med[k] else "—" for k in kinds])
         bare, mono = med.get("BareBump"), med.get("Monotonic")
         ratio_rows.append([arena_case_title(case)] +
-                          [fmt_ratio(ratio(med.get(k), bare)) for k in ("BumpArena", "BumpMallocx", "BumpResource", "PlainArena")] +
+                          [fmt_ratio(ratio(med.get(k), bare))
+                           for k in ("BumpArena", "BumpMallocx", "BumpResource", "PlainArena")] +
                           [fmt_ratio(ratio(med.get("BumpArena"), mono)), fmt_ratio(ratio(mono, bare))])
     table = markdown_table(["case"] + [f"{k} µs" for k in kinds], rows)
-    ratios = markdown_table(["case", "BumpArena / bare", "BumpMallocx / bare", "BumpResource / bare",
+    ratios = markdown_table(["case", "BumpArena / bare", "BumpMallocx / bare",
+                             "BumpResource / bare",
                              "PlainArena / bare", "BumpArena / monotonic", "monotonic / bare"],
                             ratio_rows)
     legend = [f"- `{k}`: {ARENA_TITLES[k]}" for k in kinds]
@@ -304,8 +310,9 @@ def report_arena_rounds(info, data):
         table, "",
         "Ratios of medians (1.00: as fast as the bare bump pointer):", "",
         ratios, "",
-        "The shared bump arena's spans per round (each taken under the arena's lock; every other"
-        f" allocation takes no lock), per run: {', '.join(f'{r:.1f}' for r in regions) or '—'}.", ""])
+        "Regions of 128 KiB the shared bump arena handed out per round, in spans of up to 4,"
+        " each taken under the arena's lock (no other allocation takes it), per run: " +
+        (", ".join(f"{r:.1f}" for r in regions) or "—") + ".", ""])
     (PAPER / "arena_rounds.md").write_text(text)
     lines = ["arena rounds (papers/allocator-workloads/arena_rounds.md), µs per round:",
              text_table(["case"] + kinds, [[r[0]] + r[1:] for r in rows]),
@@ -315,8 +322,8 @@ def report_arena_rounds(info, data):
 
 
 if __name__ == "__main__":
-    # The arena rounds alone: /usr/bin/python3 tools/study/workloads.py ROUNDS (after a release build
-    # of arena_rounds_bench).
+    # The arena rounds alone, after a release build of arena_rounds_bench:
+    #   /usr/bin/python3 tools/study/workloads.py ROUNDS
     import sys
     from common import machine
     found = measure_arena_rounds(False, int(sys.argv[1]) if len(sys.argv) > 1 else 5, 1)

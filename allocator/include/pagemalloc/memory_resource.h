@@ -107,7 +107,8 @@ class BumpArena {
   // reset(), not pm_arena_reset(arena()), which would leave the object bumping from a span
   // the arena hands out again.
   explicit BumpArena(unsigned flags = 0)
-      : arena_(pm_arena_create_ex(PM_ARENA_BUMP | flags)), no_free_((flags & PM_ARENA_NO_FREE) != 0) {
+      : arena_(pm_arena_create_ex(PM_ARENA_BUMP | flags)),
+        no_free_((flags & PM_ARENA_NO_FREE) != 0) {
     if (arena_ == 0) detail::allocation_failed();
     cursor_.arena = arena_;
   }
