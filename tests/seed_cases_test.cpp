@@ -9,7 +9,8 @@
 // 1, 0 in its TestMemory) is pm_arena_stats' block count, and the Free that brings it to 0
 // frees the whole arena (a reset). The seed's example program ran its builder a million times
 // and watched the Go arena's heap grow to 1.1 GB; here the same pattern of allocations runs
-// 100,000 times on one explicit arena and the mapped memory must stay flat.
+// 100,000 times on one explicit arena and the mapped memory must stay flat. The arena cases
+// run twice: on an arena of slabs and runs, and on a bump arena (PM_ARENA_BUMP).
 //
 // Arrow seed (seeds/000, "Faster, scalable memory allocations in Apache Arrow with jemalloc"):
 // a builder appends to a 64-byte-aligned buffer whose capacity doubles through rallocx. After a
@@ -79,10 +80,13 @@ TEST(GoArenaSeed, ReallocationKeepsTheCommonPrefixAndTheAlignment) {
   }
 }
 
-// The seed's GoArenaAllocator over an explicit arena.
+// The seed's GoArenaAllocator over an explicit arena: of slabs and runs (flags 0), or a bump
+// arena (PM_ARENA_BUMP), whose frees are the seed's bookkeeping and whose reset is the
+// seed's arena.Free().
 class GoArenaAllocator {
  public:
-  GoArenaAllocator() : arena_(pm_arena_create()) {}
+  explicit GoArenaAllocator(unsigned flags = 0)
+      : arena_(flags == 0 ? pm_arena_create() : pm_arena_create_ex(flags)) {}
   ~GoArenaAllocator() { pm_arena_destroy(arena_); }
   GoArenaAllocator(const GoArenaAllocator&) = delete;
   GoArenaAllocator& operator=(const GoArenaAllocator&) = delete;
@@ -114,8 +118,8 @@ class GoArenaAllocator {
   unsigned arena_;
 };
 
-TEST(GoArenaSeed, ExplicitArenaCountsLiveAllocations) {  // the seed's TestMemory
-  GoArenaAllocator a;
+void counts_live_allocations(unsigned flags) {  // the seed's TestMemory
+  GoArenaAllocator a(flags);
   ASSERT_TRUE(a.valid());
   EXPECT_EQ(a.check_size(), 0u);
   unsigned char* s1 = a.allocate(10);
@@ -130,10 +134,10 @@ TEST(GoArenaSeed, ExplicitArenaCountsLiveAllocations) {  // the seed's TestMemor
   EXPECT_EQ(a.check_size(), 0u);
 }
 
-TEST(GoArenaSeed, ExplicitArenaAllocatesTheSeedSizesAligned) {
+void allocates_the_seed_sizes_aligned(unsigned flags) {
   for (std::size_t size : {33ul, 65ul, 64ul, 4097ul, 8192ul}) {
     SCOPED_TRACE("size " + std::to_string(size));
-    GoArenaAllocator a;
+    GoArenaAllocator a(flags);
     ASSERT_TRUE(a.valid());
     unsigned char* buffer = a.allocate(size);
     ASSERT_NE(buffer, nullptr);
@@ -146,10 +150,10 @@ TEST(GoArenaSeed, ExplicitArenaAllocatesTheSeedSizesAligned) {
   }
 }
 
-TEST(GoArenaSeed, ExplicitArenaReallocationKeepsTheCommonPrefix) {
+void reallocation_keeps_the_common_prefix(unsigned flags) {
   for (std::size_t new_size : {100ul, 200ul, 300ul}) {
     SCOPED_TRACE("200 -> " + std::to_string(new_size) + " bytes");
-    GoArenaAllocator a;
+    GoArenaAllocator a(flags);
     ASSERT_TRUE(a.valid());
     unsigned char* buffer = a.allocate(200);
     ASSERT_NE(buffer, nullptr);
@@ -181,8 +185,8 @@ bool run_builder_once(GoArenaAllocator& a) {
   return a.check_size() == 0;
 }
 
-TEST(GoArenaSeed, ExplicitArenaRunsTheBuilderAHundredThousandTimesInFlatMemory) {
-  GoArenaAllocator a;
+void runs_the_builder_a_hundred_thousand_times_in_flat_memory(unsigned flags) {
+  GoArenaAllocator a(flags);
   ASSERT_TRUE(a.valid());
   for (int i = 0; i < 1000; ++i) ASSERT_TRUE(run_builder_once(a)) << "run " << i;
   pm_arena_stats warm{};
@@ -192,6 +196,28 @@ TEST(GoArenaSeed, ExplicitArenaRunsTheBuilderAHundredThousandTimesInFlatMemory) 
   ASSERT_EQ(pm_arena_stats_get(a.index(), &after), 0);
   EXPECT_EQ(after.mapped, warm.mapped) << "the arena's memory grew with the runs";
   EXPECT_EQ(after.blocks, 0u);
+}
+
+TEST(GoArenaSeed, ExplicitArenaCountsLiveAllocations) { counts_live_allocations(0); }
+TEST(GoArenaSeed, ExplicitArenaAllocatesTheSeedSizesAligned) {
+  allocates_the_seed_sizes_aligned(0);
+}
+TEST(GoArenaSeed, ExplicitArenaReallocationKeepsTheCommonPrefix) {
+  reallocation_keeps_the_common_prefix(0);
+}
+TEST(GoArenaSeed, ExplicitArenaRunsTheBuilderAHundredThousandTimesInFlatMemory) {
+  runs_the_builder_a_hundred_thousand_times_in_flat_memory(0);
+}
+
+TEST(GoArenaSeed, BumpArenaCountsLiveAllocations) { counts_live_allocations(PM_ARENA_BUMP); }
+TEST(GoArenaSeed, BumpArenaAllocatesTheSeedSizesAligned) {
+  allocates_the_seed_sizes_aligned(PM_ARENA_BUMP);
+}
+TEST(GoArenaSeed, BumpArenaReallocationKeepsTheCommonPrefix) {
+  reallocation_keeps_the_common_prefix(PM_ARENA_BUMP);
+}
+TEST(GoArenaSeed, BumpArenaRunsTheBuilderAHundredThousandTimesInFlatMemory) {
+  runs_the_builder_a_hundred_thousand_times_in_flat_memory(PM_ARENA_BUMP);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // The address map: for every 2 MiB granule of the address space, who owns it.
 //
-// An entry is 0 (not pagemalloc's), an arena chunk (tagged pointer to its arena) or the first
-// or last granule of a huge extent (tagged pointer to its record). A two-level radix tree over
+// An entry is 0 (not pagemalloc's), an arena chunk (tagged pointer to its arena), a bump
+// arena's chunk (tagged pointer to its BumpSpace, bump_space.h) or the first or last granule
+// of a huge extent (tagged pointer to its record). A two-level radix tree over
 // the 48-bit address space: the root is static, leaves (128 KiB, one per 32 GiB) are mapped
 // on first use and never freed. Reads take no lock.
 #pragma once
@@ -16,7 +17,7 @@ namespace pagemalloc {
 
 class AddressMap {
  public:
-  enum Tag : std::uintptr_t { kArenaChunk = 1, kHuge = 2 };
+  enum Tag : std::uintptr_t { kArenaChunk = 1, kHuge = 2, kBumpChunk = 3 };
   static constexpr std::uintptr_t kTagMask = 3;
 
   constexpr AddressMap() = default;

@@ -65,11 +65,37 @@ void pm_sdallocx(void* ptr, size_t size, int flags) {
 }
 
 size_t pm_nallocx(size_t size, int flags) {
+  const auto f = decode_flags(flags);
+  if (f.arena != pagemalloc::kNoArena) {
+    if (const size_t bumped = heap().bumped_usable_size(f.arena, size, f.align)) return bumped;
+  }
   const auto where = pagemalloc::place(size, decode_flags(flags).align);
   return where.kind == pagemalloc::BlockKind::Invalid ? 0 : where.usable;
 }
 
 unsigned pm_arena_create(void) { return heap().create_arena(); }
+
+unsigned pm_arena_create_ex(unsigned flags) {
+  constexpr unsigned kKnown = PM_ARENA_BUMP | PM_ARENA_NO_FREE;
+  if ((flags & ~kKnown) != 0 || ((flags & PM_ARENA_NO_FREE) != 0 && (flags & PM_ARENA_BUMP) == 0)) {
+    errno = EINVAL;
+    return 0;
+  }
+  return heap().create_arena(flags);
+}
+
+void* pm_arena_bump(pm_bump_cursor* cursor, size_t size, int flags) {
+  if (cursor == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  const auto f = decode_flags(flags);
+  return heap().bump_from_cursor(*cursor, size, f.align, f.zero);
+}
+
+void pm_arena_bump_flush(pm_bump_cursor* cursor) {
+  if (cursor != nullptr) heap().flush_cursor(*cursor);
+}
 
 int pm_arena_reset(unsigned arena) { return heap().reset_arena(arena); }
 

@@ -1,4 +1,4 @@
-// Explicit arenas: creation, reset, destruction and statistics.
+// Explicit arenas: creation (of either kind), reset, destruction and statistics.
 #include "explicit_arenas.h"
 
 #include <sys/mman.h>
@@ -18,7 +18,7 @@ constexpr std::size_t kRecordBytes =
 
 std::size_t ExplicitArenas::record_bytes() { return kRecordBytes; }
 
-unsigned ExplicitArenas::create(unsigned first) {
+unsigned ExplicitArenas::create(unsigned first, unsigned flags) {
   LockGuard guard(lock_);
   first_.store(first, std::memory_order_relaxed);
   unsigned index = first;
@@ -43,6 +43,7 @@ unsigned ExplicitArenas::create(unsigned first) {
     slots_[index].store(a, std::memory_order_release);
     if (index + 1 > end_) end_ = index + 1;
   }
+  a->bump.set_kind((flags & PM_ARENA_BUMP) != 0, (flags & PM_ARENA_NO_FREE) == 0);
   a->live.store(true, std::memory_order_release);
   return index;
 }
@@ -51,6 +52,10 @@ int ExplicitArenas::reset(unsigned index) {
   LockGuard guard(lock_);
   ExplicitArena* a = find(index);
   if (a == nullptr) return EINVAL;
+  if (a->bump.enabled()) {
+    a->bump.reset();
+    if (!a->ordinary_used.exchange(false, std::memory_order_acq_rel)) return 0;
+  }
   a->blocks.reset();
   a->huge.free_all();
   return 0;
@@ -61,6 +66,7 @@ int ExplicitArenas::destroy(unsigned index) {
   ExplicitArena* a = find(index);
   if (a == nullptr) return EINVAL;
   a->live.store(false, std::memory_order_release);
+  a->bump.release_all();
   a->blocks.reset();
   a->huge.free_all();
   a->blocks.purge_all();
@@ -73,10 +79,12 @@ int ExplicitArenas::stats(unsigned index, pm_arena_stats& out) {
   if (a == nullptr) return EINVAL;
   const ArenaStats s = a->blocks.stats();
   const HugeStats h = a->huge.stats();
-  out.blocks = s.blocks + h.blocks;
-  out.allocated = s.allocated + h.allocated;
-  out.active = s.active_pages * kPageSize + h.allocated;
-  out.mapped = s.chunks * kChunkSize + h.mapped + s.metadata + h.metadata + kRecordBytes;
+  const BumpStats b = a->bump.stats();
+  out.blocks = s.blocks + h.blocks + b.blocks;
+  out.allocated = s.allocated + h.allocated + b.bytes;
+  out.active = s.active_pages * kPageSize + h.allocated + b.regions * kBumpRegionSize;
+  out.mapped = s.chunks * kChunkSize + h.mapped + s.metadata + h.metadata + kRecordBytes +
+               b.chunks * (kChunkSize + kBumpSizeMapBytes);
   return 0;
 }
 
@@ -86,6 +94,7 @@ void ExplicitArenas::lock_for_fork() {
     if (ExplicitArena* a = slots_[i].load(std::memory_order_relaxed)) {
       a->blocks.lock_for_fork();
       a->huge.lock_for_fork();
+      a->bump.lock_for_fork();
     }
   }
 }
@@ -93,6 +102,7 @@ void ExplicitArenas::lock_for_fork() {
 void ExplicitArenas::unlock_after_fork() {
   for (unsigned i = first_.load(std::memory_order_relaxed); i < end_; ++i) {
     if (ExplicitArena* a = slots_[i].load(std::memory_order_relaxed)) {
+      a->bump.unlock_after_fork();
       a->huge.unlock_after_fork();
       a->blocks.unlock_after_fork();
     }

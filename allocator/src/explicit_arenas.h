@@ -9,6 +9,9 @@
 //             thread cache, so that reset() knows them all
 //   reset     frees every block; the pages stay for the next blocks (no new mmap)
 //   destroy   reset, then every page back to the OS; the index becomes free
+//   bump      an arena created with PM_ARENA_BUMP also bumps its blocks of up to 16 KiB from
+//             regions of its own chunks (bump_space.h), with no lock; its reset moves an
+//             epoch and keeps the chunks, in no time
 //
 // An arena's record (some 90 KiB of address space, of which some 16 KiB are ever touched:
 // the stashes stay unwritten) is mapped on first use of its index and kept after destroy,
@@ -20,6 +23,7 @@
 #include <cstddef>
 
 #include "arena.h"
+#include "bump_space.h"
 #include "flags.h"
 #include "huge.h"
 #include "lock.h"
@@ -31,11 +35,16 @@ namespace pagemalloc {
 struct ExplicitArena {
   explicit ExplicitArena(unsigned index)
       : huge(index, {&purge_blocks, &blocks}),
-        blocks(index, &huge, Arena::LeaveStashesUnwritten{}) {}
+        blocks(index, &huge, Arena::LeaveStashesUnwritten{}),
+        bump(index) {}
 
   HugeManager huge;                 // huge blocks
-  Arena blocks;                     // small and large blocks
+  Arena blocks;                     // small and large blocks (of a bump arena: the larger ones)
+  BumpSpace bump;                   // bumped blocks, when the arena is of the bump kind
   std::atomic<bool> live{false};    // between create and destroy
+  // A bump arena's blocks or huge served a block since the last reset (else its reset
+  // leaves them alone: a reset in no time).
+  std::atomic<bool> ordinary_used{false};
 
  private:
   // HugeManager::Neighbours of huge: context is blocks.
@@ -49,9 +58,10 @@ class ExplicitArenas {
   constexpr ExplicitArenas() = default;
 
   // The index of a new arena, or 0 with errno = EAGAIN (every index taken) or ENOMEM.
+  // flags: PM_ARENA_BUMP, PM_ARENA_NO_FREE (valid ones: the caller checks).
   // Requires: first > 0 (index 0 is an automatic arena, so 0 can mean failure); the same
   // `first` on every call.
-  unsigned create(unsigned first);
+  unsigned create(unsigned first, unsigned flags);
   // The live explicit arena of this index, or nullptr.
   ExplicitArena* find(unsigned index) const {
     if (index < first_.load(std::memory_order_relaxed) || index >= kMaxArenas) return nullptr;

@@ -71,6 +71,14 @@ void* Heap::allocate_slow(std::size_t size, std::size_t align, bool zero) {
 }
 
 void* Heap::allocate_in(unsigned arena, std::size_t size, std::size_t align, bool zero) {
+  if (ExplicitArena* e = explicit_.find(arena); e != nullptr && e->bump.enabled()) {
+    if (void* p = e->bump.allocate(size, align)) [[likely]] {
+      if (zero) std::memset(p, 0, bump_usable(size));
+      return p;
+    }
+    if (!e->ordinary_used.load(std::memory_order_relaxed))
+      e->ordinary_used.store(true, std::memory_order_relaxed);
+  }
   ensure_initialized();
   Source source{};
   if (const int error = find_source(arena, source)) {
@@ -175,6 +183,7 @@ void Heap::deallocate_slow(void* p, const char* call) {
   std::byte* chunk = chunk_base_of(p);
   const std::uintptr_t entry = address_map().get(chunk);
   const AddressMap::Tag tag = AddressMap::tag_of(entry);
+  if (tag == AddressMap::kBumpChunk) return AddressMap::owner_of<BumpSpace>(entry)->free(p, call);
   if (tag != AddressMap::kArenaChunk) [[unlikely]]
     report_misuse(call, p, tag == AddressMap::kHuge ? "not the start of a block"
                                                      : "not allocated by pagemalloc");
@@ -191,17 +200,28 @@ void Heap::deallocate_sized_checked(void* p, std::size_t size, std::size_t align
                                     const char* call) {
   ensure_initialized();
   if (p == nullptr) return;
+  if (BumpSpace* space = is_chunk_aligned(p) ? nullptr : BumpSpace::owner_of(p)) {
+    const std::size_t usable = space->usable_size(p, call);
+    if (align > kBumpMaxAlign || bump_usable(size) != usable)
+      report_size_mismatch(call, p, size, usable);
+    return space->free(p, call);
+  }
   Block b = locate(p, call);
   if (place(size, align).usable != b.usable) report_size_mismatch(call, p, size, b.usable);
   deallocate(p, call);
 }
 
 std::size_t Heap::usable_size_slow(const void* p, const char* call) {
-  return p == nullptr ? 0 : locate(p, call).usable;
+  if (p == nullptr) return 0;
+  if (BumpSpace* space = is_chunk_aligned(p) ? nullptr : BumpSpace::owner_of(p))
+    return space->usable_size(p, call);
+  return locate(p, call).usable;
 }
 
 void* Heap::reallocate(void* p, std::size_t size, std::size_t align, bool zero, unsigned arena,
                        const char* call) {
+  if (BumpSpace* space = is_chunk_aligned(p) ? nullptr : BumpSpace::owner_of(p))
+    return reallocate_bumped(*space, p, size, align, zero, arena, call);
   const Block old = locate(p, call);
   if (size == 0) size = 1;  // as allocate_from
   const Placement want = place(size, align);
@@ -268,6 +288,8 @@ void* Heap::move(void* p, const Block& old, std::size_t size, std::size_t align,
 
 std::size_t Heap::resize_in_place(void* p, std::size_t size, std::size_t extra, bool zero,
                                   const char* call) {
+  if (BumpSpace* space = is_chunk_aligned(p) ? nullptr : BumpSpace::owner_of(p))
+    return resize_bumped_in_place(*space, p, size, extra, zero, call);
   const Block old = locate(p, call);
   if (old.kind == BlockKind::Small || size > kMaxRequest) return old.usable;
   // Aim for size + extra; failing that (growth only), for size.
@@ -295,9 +317,9 @@ std::size_t Heap::resize_in_place(void* p, std::size_t size, std::size_t extra, 
   return result;
 }
 
-unsigned Heap::create_arena() {
+unsigned Heap::create_arena(unsigned flags) {
   ensure_initialized();
-  return explicit_.create(automatic_.count());
+  return explicit_.create(automatic_.count(), flags);
 }
 
 void Heap::purge() {
@@ -320,14 +342,20 @@ void Heap::stats(pm_stats& out) {
   const std::size_t cached = ThreadCache::bytes_cached_by_all();
   a.allocated = a.allocated > cached ? a.allocated - cached : 0;
   std::size_t records = automatic_.record_bytes();
+  BumpStats bumped{};
   explicit_.for_each([&](ExplicitArena& e) {
     add_arena(e.blocks);
     add_huge(e.huge);
     records += ExplicitArenas::record_bytes();
+    const BumpStats b = e.bump.stats();
+    bumped.bytes += b.bytes;
+    bumped.regions += b.regions;
+    bumped.chunks += b.chunks;
   });
-  out.allocated = a.allocated + h.allocated;
-  out.active = a.active_pages * kPageSize + h.allocated;
-  out.mapped = a.chunks * kChunkSize + h.mapped + a.metadata + h.metadata + records;
+  out.allocated = a.allocated + h.allocated + bumped.bytes;
+  out.active = a.active_pages * kPageSize + h.allocated + bumped.regions * kBumpRegionSize;
+  out.mapped = a.chunks * kChunkSize + h.mapped + a.metadata + h.metadata + records +
+               bumped.chunks * (kChunkSize + kBumpSizeMapBytes);
   out.dirty = a.dirty_pages * kPageSize + h.cached;
   out.retained = (a.free_pages - a.dirty_pages) * kPageSize;
   out.copied = copied_.load(std::memory_order_relaxed);

@@ -70,7 +70,15 @@ class Heap {
   }
 
   // Explicit arenas (explicit_arenas.h), with the results of the pm_arena_* calls.
-  unsigned create_arena();
+  // flags: PM_ARENA_* (checked by the caller).
+  unsigned create_arena(unsigned flags = 0);
+  // pm_arena_bump: a block from a BumpArena's cursor (bump_space.h), or from the arena's
+  // ordinary path when too large; nullptr with errno = EINVAL (no bump arena) or ENOMEM.
+  void* bump_from_cursor(pm_bump_cursor& cursor, std::size_t size, std::size_t align, bool zero);
+  void flush_cursor(pm_bump_cursor& cursor);
+  // What pm_mallocx gives for this request in the arena if it is a bump arena and the block
+  // is bumped; else 0.
+  std::size_t bumped_usable_size(unsigned arena, std::size_t size, std::size_t align);
   int reset_arena(unsigned index) { return explicit_.reset(index); }
   int destroy_arena(unsigned index) { return explicit_.destroy(index); }
   int arena_stats(unsigned index, pm_arena_stats& out) { return explicit_.stats(index, out); }
@@ -112,6 +120,11 @@ class Heap {
   void* allocate_small(unsigned size_class);
   void* move(void* p, const Block& old, std::size_t size, std::size_t align, bool zero,
              unsigned arena, const char* call);
+  // The same operations on a block of a bump arena.
+  void* reallocate_bumped(BumpSpace& space, void* p, std::size_t size, std::size_t align,
+                          bool zero, unsigned arena, const char* call);
+  std::size_t resize_bumped_in_place(BumpSpace& space, void* p, std::size_t size,
+                                     std::size_t extra, bool zero, const char* call);
   void deallocate_slow(void* p, const char* call);
   void deallocate_sized_checked(void* p, std::size_t size, std::size_t align, const char* call);
   void deallocate_small(Arena& owner, Slab* slab, void* p, const char* call);

@@ -5,7 +5,8 @@
 //   operations  every entry point: pm_malloc, pm_calloc, pm_realloc, pm_free,
 //               pm_posix_memalign, pm_aligned_alloc, pm_memalign, pm_mallocx, pm_rallocx,
 //               pm_xallocx, pm_sallocx, pm_malloc_usable_size, pm_dallocx, pm_sdallocx,
-//               pm_nallocx, pm_arena_create / reset / destroy / stats_get, pm_stats_get,
+//               pm_nallocx, pm_arena_create / create_ex (bump arenas, with and without
+//               PM_ARENA_NO_FREE) / reset / destroy / stats_get, pm_stats_get,
 //               pm_purge, pm_ctl (decay_ms, checks), bad arguments (each must fail as
 //               documented and change nothing), and a few steps on another thread (its own
 //               cache and automatic arena; frees of the main thread's blocks)
@@ -359,7 +360,10 @@ class Driver {
 
   void op_arena_create() {
     if (model_.arenas().size() >= kMaxExplicitArenas) return op_arena_reset_or_destroy(true);
-    model_.arena_created(pm_arena_create());
+    // An arena of slabs and runs, a bump arena, or a bump arena that never frees a block.
+    constexpr unsigned kKinds[] = {0, PM_ARENA_BUMP, PM_ARENA_BUMP | PM_ARENA_NO_FREE};
+    const unsigned flags = kKinds[c_.below(3)];
+    model_.arena_created(flags == 0 ? pm_arena_create() : pm_arena_create_ex(flags), flags);
   }
 
   void op_arena_reset_or_destroy(bool destroy) {
@@ -419,7 +423,7 @@ class Driver {
     constexpr std::size_t kHuge = ~std::size_t{0};
     errno = 0;
     void* p = nullptr;
-    const std::size_t which = c_.below(9);
+    const std::size_t which = c_.below(10);
     switch (which) {
       case 0: p = pm_malloc(kHuge - c_.below(4096)); break;
       case 1: p = pm_calloc(kHuge / 2, 3); break;
@@ -438,6 +442,12 @@ class Driver {
         if (pm_arena_stats_get(draw_index_of_no_explicit_arena(), &s) != EINVAL ||
             (!model_.arenas().empty() && pm_arena_stats_get(model_.arenas()[0], nullptr) != EINVAL))
           model_.fail("pm_arena_stats_get of no arena, or into NULL, did not fail with EINVAL");
+        return;
+      }
+      case 9: {
+        const unsigned flags = c_.one_in(2) ? PM_ARENA_NO_FREE : 0x4u << c_.below(28);
+        if (pm_arena_create_ex(flags) != 0 || errno != EINVAL)
+          model_.fail(fmt::format("pm_arena_create_ex({:#x}) did not fail with EINVAL", flags));
         return;
       }
       default: {  // a live block asked to become impossibly large: it stays as it is

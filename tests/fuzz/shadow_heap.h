@@ -13,6 +13,8 @@
 // pattern must be intact when it is freed, reallocated or looked at, up to the size kept by a
 // reallocation. The statistics must match the model: each explicit arena's blocks and bytes,
 // and the heap's allocated bytes (those it held when the model started, plus the model's).
+// A bump arena's blocks must have the usable size pm_nallocx gives with PM_ARENA(i); those of
+// one created with PM_ARENA_NO_FREE stay counted after their free, until the reset ("kept").
 //
 // The first failed check is kept as a sentence; everything after it is skipped (ok() false).
 #pragma once
@@ -33,6 +35,7 @@
 
 #include "address_map.h"
 #include "arena.h"
+#include "bump_space.h"
 #include "flags.h"
 #include "huge.h"
 #include "pagemap/pages.h"
@@ -119,6 +122,7 @@ class ShadowHeap {
     trace("  {}({} of {} bytes, {}, align {}, zero {}, arena {}) = {}", call, fmt::ptr(p),
           old.usable, r.size, r.align, r.zero, std::int64_t(r.arena == kAnyAutomatic ? -1 : r.arena),
           fmt::ptr(now));
+    if (now != p) keep_if_never_freed(p);
     erase(p);
     const std::size_t usable = check_placement(bytes, r, call);
     if (!ok()) return;
@@ -135,6 +139,7 @@ class ShadowHeap {
   void release(std::byte* p, const char* call) {
     trace("  {}({} of {} bytes)", call, fmt::ptr(p), record(p).usable);
     verify(p, call);
+    keep_if_never_freed(p);
     erase(p);
   }
 
@@ -154,13 +159,15 @@ class ShadowHeap {
                        fmt::ptr(p), s, u, b.usable));
   }
 
-  // Explicit arenas.
-  void arena_created(unsigned arena) {
+  // Explicit arenas (flags: as given to pm_arena_create_ex).
+  void arena_created(unsigned arena, unsigned flags) {
     if (!is_explicit(arena)) return fail(fmt::format("pm_arena_create returned {}", arena));
     for (unsigned a : arenas_)
       if (a == arena) return fail(fmt::format("pm_arena_create returned live arena {}", arena));
     arenas_.push_back(arena);
     tallies_[arena] = {};
+    kept_[arena] = {};
+    no_free_[arena] = (flags & PM_ARENA_NO_FREE) != 0;
     check_arena_stats(arena);
   }
   // Every block of the arena is checked, then forgotten (it is about to be reset).
@@ -173,11 +180,15 @@ class ShadowHeap {
     }
     if (tallies_[arena].blocks != 0 || tallies_[arena].bytes != 0)
       fail(fmt::format("{}: the model's tally of arena {} is not zero", call, arena));
+    kept_bytes_ -= kept_[arena].bytes;
+    kept_[arena] = {};
   }
   void arena_destroyed(unsigned arena, const char* call) {
     arena_reset(arena, call);
     std::erase(arenas_, arena);
     tallies_.erase(arena);
+    kept_.erase(arena);
+    no_free_.erase(arena);
   }
 
   // pm_arena_stats_get of the arena against the model.
@@ -186,9 +197,11 @@ class ShadowHeap {
     if (const int error = pm_arena_stats_get(arena, &s))
       return fail(fmt::format("pm_arena_stats_get({}) failed: {}", arena, error));
     const Tally& t = tallies_[arena];
-    if (s.blocks != t.blocks || s.allocated != t.bytes)
-      return fail(fmt::format("arena {}: {} blocks of {} bytes; the model has {} of {}", arena,
-                              s.blocks, s.allocated, t.blocks, t.bytes));
+    const Tally& k = kept_[arena];
+    if (s.blocks != t.blocks + k.blocks || s.allocated != t.bytes + k.bytes)
+      return fail(fmt::format("arena {}: {} blocks of {} bytes; the model has {} of {} ({} of {} "
+                              "kept)", arena, s.blocks, s.allocated, t.blocks + k.blocks,
+                              t.bytes + k.bytes, k.blocks, k.bytes));
     if (s.active < s.allocated || s.mapped < s.active)
       fail(fmt::format("arena {}: allocated {} <= active {} <= mapped {} does not hold", arena,
                        s.allocated, s.active, s.mapped));
@@ -197,9 +210,9 @@ class ShadowHeap {
   void check_stats() {
     for (unsigned a : arenas_) check_arena_stats(a);
     const std::size_t allocated = heap_allocated();
-    if (allocated != baseline_allocated_ + live_bytes_)
-      fail(fmt::format("pm_stats_get: {} bytes allocated; expected {} before + {} live", allocated,
-                       baseline_allocated_, live_bytes_));
+    if (allocated != baseline_allocated_ + live_bytes_ + kept_bytes_)
+      fail(fmt::format("pm_stats_get: {} bytes allocated; expected {} before + {} live + {} kept",
+                       allocated, baseline_allocated_, live_bytes_, kept_bytes_));
   }
 
  private:
@@ -233,8 +246,20 @@ class ShadowHeap {
       return huge == nullptr ? kMaxArenas : huge->arena();
     }
     const std::uintptr_t entry = address_map().get(chunk_base_of(p));
+    if (AddressMap::tag_of(entry) == AddressMap::kBumpChunk)
+      return AddressMap::owner_of<BumpSpace>(entry)->index();
     if (AddressMap::tag_of(entry) != AddressMap::kArenaChunk) return kMaxArenas;
     return AddressMap::owner_of<Arena>(entry)->index();
+  }
+
+  // A bumped block of a PM_ARENA_NO_FREE arena, about to be freed: it stays counted.
+  void keep_if_never_freed(std::byte* p) {
+    const BlockRecord& b = record(p);
+    if (b.arena == kAnyAutomatic || !no_free_[b.arena] || BumpSpace::owner_of(p) == nullptr)
+      return;
+    kept_[b.arena].blocks += 1;
+    kept_[b.arena].bytes += b.usable;
+    kept_bytes_ += b.usable;
   }
 
   // Checks a block returned for r; returns its usable size.
@@ -243,7 +268,10 @@ class ShadowHeap {
       fail(fmt::format("{}: {} is not aligned to {}", call, fmt::ptr(p), r.align));
     const std::size_t usable = pm_sallocx(p, 0);
     const std::size_t usable_size = pm_malloc_usable_size(p);
-    const std::size_t expected = pm_nallocx(r.size, r.align > 1 ? PM_ALIGN(r.align) : 0);
+    // With PM_ARENA(i): a bump arena's blocks have sizes of their own.
+    const int flags =
+        (r.align > 1 ? PM_ALIGN(r.align) : 0) | (is_explicit(r.arena) ? PM_ARENA(r.arena) : 0);
+    const std::size_t expected = pm_nallocx(r.size, flags);
     if (usable != usable_size || usable != expected || usable < r.size || usable == 0)
       fail(fmt::format("{}({}, align {}): pm_sallocx {}, pm_malloc_usable_size {}, pm_nallocx {}",
                        call, r.size, r.align, usable, usable_size, expected));
@@ -315,6 +343,9 @@ class ShadowHeap {
   std::size_t live_bytes_ = 0;
   std::vector<unsigned> arenas_;         // live explicit arenas
   std::unordered_map<unsigned, Tally> tallies_;
+  std::unordered_map<unsigned, Tally> kept_;     // NO_FREE arenas' freed bumped blocks
+  std::unordered_map<unsigned, bool> no_free_;
+  std::size_t kept_bytes_ = 0;
   std::uint64_t seeds_ = 0;
   std::string failure_;
   bool trace_ = std::getenv("PAGEMALLOC_FUZZ_TRACE") != nullptr;

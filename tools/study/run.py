@@ -59,7 +59,7 @@ def build(preset, targets):
 
 def build_everything(parts):
     variants = bool(VARIANT_PARTS & set(parts))
-    release_targets = ["pagemalloc", *(BENCHMARKS if variants else [])]
+    release_targets = ["pagemalloc", *(BENCHMARKS if variants else []), workloads.ARENA_BINARY]
     if "tree-overhead" in parts:
         release_targets += ["run_manager_bench", "run_manager_bench_counted", "trace_replay",
                             "trace_replay_counted"]

@@ -19,16 +19,41 @@ every row alike).
 The report has one figure per workload (small_chunks.png, threads.png, large_blocks.png), the
 table of medians, pagemalloc (pagemap) over each peer per workload and as geometric means, and
 the spread of each allocator's rounds (the talk warns that mimalloc's timings are noisy).
+
+Arena rounds (benchmarks/arena_rounds_bench, arena_rounds.md and arena_rounds.png): the
+small-chunk workload with one release per round instead of a free per chunk (1600 chunks of
+16 .. 256 B, each written), the Go arena's pattern (a quarter freed early, the rest at the
+end) and the reset round on 2 threads (own arenas, one shared arena): pagemalloc's bump arena
+(pagemalloc::BumpArena, pm_mallocx(PM_ARENA(i)), ArenaResource), its arena of slabs and runs,
+pm_malloc/pm_free, a bare bump pointer in a pre-faulted buffer (the limit),
+std::pmr::monotonic_buffer_resource and std::pmr::unsynchronized_pool_resource. One process per
+kind and round, interleaved; single-thread cases by CPU time per round (the machine is shared:
+wall time counts other programs' time slices), threaded cases by wall time.
 """
 
 from allocators import PEERS, VARIANTS, benchmark_binary, peer_library
 from common import (PAPERS, RESULTS, fmt_ratio, geomean, log, machine_line, markdown_table,
-                    median, output_of, ratio, text_table, write_json)
-from gbench import Entry, case_sort_key, case_title, real_ns, run_rounds, samples
+                    median, output_of, ratio, read_json, text_table, write_json)
+from gbench import Entry, case_sort_key, case_title, cpu_ns, real_ns, run_rounds, samples
 
 PAPER = PAPERS / "allocator-workloads"
 BINARIES = ["small_chunks_bench", "large_blocks_bench"]
 ARENA_FILTER = "ArenaReset"
+ARENA_BINARY = "arena_rounds_bench"
+# The arena-rounds kinds (template arguments in arena_rounds_bench), in the tables' order.
+ARENA_KINDS = ["BareBump", "BumpArena", "BumpMallocx", "BumpResource", "Monotonic", "UnsyncPool",
+               "PlainArena", "PmMallocFree", "SharedBumpMallocx"]
+ARENA_TITLES = {
+    "BareBump": "bare bump pointer (pre-faulted buffer)",
+    "BumpArena": "pagemalloc::BumpArena",
+    "BumpMallocx": "pm_mallocx(PM_ARENA(bump arena))",
+    "BumpResource": "pagemalloc::ArenaResource (bump)",
+    "Monotonic": "std::pmr::monotonic_buffer_resource",
+    "UnsyncPool": "std::pmr::unsynchronized_pool_resource",
+    "PlainArena": "pm_mallocx(PM_ARENA(arena of slabs and runs))",
+    "PmMallocFree": "pm_malloc / pm_free",
+    "SharedBumpMallocx": "pm_mallocx, one bump arena shared by both threads",
+}
 
 
 def has_benchmarks(binary, pattern):
@@ -62,9 +87,29 @@ def measure(quick, rounds, seed):
     for case, by_label in by_case.items():
         for label, values in by_label.items():
             cases.setdefault(case, {}).setdefault(label.split("@")[0], []).extend(values)
-    data = {"cases": cases, "rounds": 1 if quick else rounds}
+    data = {"cases": cases, "rounds": 1 if quick else rounds,
+            "arena_rounds": measure_arena_rounds(quick, rounds, seed)}
     write_json(RESULTS / "workloads.json", data)
     return data
+
+
+def arena_value(benchmark):
+    """CPU time per round for one thread, wall time for the threaded rounds (ns)."""
+    return real_ns(benchmark) if "/threads:" in benchmark["name"] else cpu_ns(benchmark)
+
+
+def measure_arena_rounds(quick, rounds, seed):
+    """Every arena-rounds kind, one process each per round: {"cases": {case: {kind: [ns]}},
+    "regions_per_round": [...] (the shared arena's spans: how often a thread took its lock)}."""
+    binary = benchmark_binary("pagemap", ARENA_BINARY)
+    entries = [Entry(kind, binary, f"<{kind}>") for kind in ARENA_KINDS]
+    min_time = "0.05" if quick else "0.2"
+    outputs = run_rounds("arena-rounds", entries, 1 if quick else rounds, seed,
+                         [f"--benchmark_min_time={min_time}"])
+    regions = [b["regions_per_round"] for path in outputs["SharedBumpMallocx"]
+               for b in read_json(path)["benchmarks"] if "regions_per_round" in b]
+    return {"cases": samples(outputs, arena_value), "rounds": 1 if quick else rounds,
+            "regions_per_round": regions}
 
 
 def allocators_in(data):
@@ -187,8 +232,100 @@ def report(info, data):
                    name: {p: geomean(group_ratios[name][p]) for p in PEERS}
                    for name, *_ in WORKLOADS}}
     write_json(PAPER / "summary.json", summary)
+    arena = data.get("arena_rounds")
+    arena_lines = report_arena_rounds(info, arena) if arena else []
     lines = ["allocator workloads (papers/allocator-workloads/results.md), µs per round:",
              text_table(["workload"] + labels + ["pm/best"], [[r[0]] + r[1:] for r in rows])]
     lines.append("  pagemalloc / peer (geomean): " +
                  ", ".join(f"{p} {fmt_ratio(geo[p])}" for p in PEERS))
-    return lines, geo
+    return lines + arena_lines, geo
+
+
+def arena_case_title(case):
+    return (case.replace("/real_time", "")
+            .replace("BM_ResetRoundThreads/threads:2", "reset round, 2 threads, 128 B")
+            .replace("BM_ResetRound/chunk_size:", "reset round ")
+            .replace("BM_GoArenaRound", "Go-arena round (16-256 B)")
+            .replace("/min_time:0.050", "").replace("/min_time:0.200", ""))
+
+
+def arena_figure(data, path):
+    """The single-thread reset rounds: a group of bars per chunk size, one bar per kind."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = sorted((c for c in data["cases"] if c.startswith("BM_ResetRound/")), key=case_sort_key)
+    kinds = [k for k in ARENA_KINDS if any(data["cases"][c].get(k) for c in cases)]
+    width = 0.8 / max(len(kinds), 1)
+    figure, axis = plt.subplots(figsize=(11, 4.5))
+    for i, kind in enumerate(kinds):
+        mids = [(median(data["cases"][c].get(kind, [])) or 0) / 1e3 for c in cases]
+        axis.bar([x + i * width for x in range(len(cases))], mids, width, label=ARENA_TITLES[kind])
+    axis.set_xticks([x + 0.4 - width / 2 for x in range(len(cases))],
+                    [c.split(":")[-1] for c in cases])
+    axis.set(title="1600 chunks written, then released: one round (CPU time)",
+             xlabel="chunk size (bytes)", ylabel="µs per round, lower is better")
+    axis.set_yscale("log")
+    axis.grid(True, axis="y", alpha=0.3)
+    axis.legend(fontsize=7, ncol=2)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def report_arena_rounds(info, data):
+    """Writes papers/allocator-workloads/arena_rounds.md and arena_rounds.png; returns summary
+    lines."""
+    cases = sorted(data["cases"], key=case_sort_key)
+    kinds = [k for k in ARENA_KINDS if any(data["cases"][c].get(k) for c in cases)]
+    rows, ratio_rows = [], []
+    for case in cases:
+        med = {k: median(data["cases"][case].get(k, [])) for k in kinds}
+        rows.append([arena_case_title(case)] +
+                    [f"{med[k] / 1e3:,.2f}" if med[k] else "—" for k in kinds])
+        bare, mono = med.get("BareBump"), med.get("Monotonic")
+        ratio_rows.append([arena_case_title(case)] +
+                          [fmt_ratio(ratio(med.get(k), bare))
+                           for k in ("BumpArena", "BumpMallocx", "BumpResource", "PlainArena")] +
+                          [fmt_ratio(ratio(med.get("BumpArena"), mono)), fmt_ratio(ratio(mono, bare))])
+    table = markdown_table(["case"] + [f"{k} µs" for k in kinds], rows)
+    ratios = markdown_table(["case", "BumpArena / bare", "BumpMallocx / bare",
+                             "BumpResource / bare",
+                             "PlainArena / bare", "BumpArena / monotonic", "monotonic / bare"],
+                            ratio_rows)
+    legend = [f"- `{k}`: {ARENA_TITLES[k]}" for k in kinds]
+    regions = data.get("regions_per_round") or []
+    arena_figure(data, PAPER / "arena_rounds.png")
+    text = "\n".join([
+        "# Allocator workloads: arena rounds", "",
+        "Generated by `bash tools/study.sh --only workloads` (part of `bash tools/study.sh`);"
+        " do not edit by hand.", "",
+        f"Machine and date: {machine_line(info)}. Rounds: {data['rounds']} (median of rounds).", "",
+        "Single-thread cases: CPU time per round; the 2-thread case: wall time per 1600 chunks of"
+        " both threads together (benchmarks/arena_rounds_bench.cpp says what each case does).", "",
+        "![arena rounds](arena_rounds.png)", "",
+        *legend, "",
+        "Time per round in µs (lower is better):", "",
+        table, "",
+        "Ratios of medians (1.00: as fast as the bare bump pointer):", "",
+        ratios, "",
+        "Regions of 128 KiB the shared bump arena handed out per round, in spans of up to 4,"
+        " each taken under the arena's lock (no other allocation takes it), per run: " +
+        (", ".join(f"{r:.1f}" for r in regions) or "—") + ".", ""])
+    (PAPER / "arena_rounds.md").write_text(text)
+    lines = ["arena rounds (papers/allocator-workloads/arena_rounds.md), µs per round:",
+             text_table(["case"] + kinds, [[r[0]] + r[1:] for r in rows]),
+             text_table(["case", "BumpArena/bare", "BumpMallocx/bare", "BumpResource/bare",
+                         "PlainArena/bare", "BumpArena/monotonic", "monotonic/bare"], ratio_rows)]
+    return lines
+
+
+if __name__ == "__main__":
+    # The arena rounds alone, after a release build of arena_rounds_bench:
+    #   /usr/bin/python3 tools/study/workloads.py ROUNDS
+    import sys
+    from common import machine
+    found = measure_arena_rounds(False, int(sys.argv[1]) if len(sys.argv) > 1 else 5, 1)
+    write_json(RESULTS / "arena_rounds.json", found)
+    print("\n".join(report_arena_rounds(machine(), found)))

@@ -74,6 +74,60 @@ unsigned pm_arena_create(void);
 int pm_arena_reset(unsigned arena);
 int pm_arena_destroy(unsigned arena);
 
+/* Bump arenas: pm_arena_create_ex(flags) creates an explicit arena of the kind the flags name
+ * (0: as pm_arena_create). Returns its index, or 0 with errno = EINVAL (unknown flags,
+ * PM_ARENA_NO_FREE without PM_ARENA_BUMP), EAGAIN or ENOMEM.
+ *
+ *   PM_ARENA_BUMP     blocks of up to 16 KiB with an alignment of up to a page are bumped
+ *                     from a span of the arena's chunks that the calling thread holds: an
+ *                     add, a compare and two stores, no lock (a thread takes its next span
+ *                     under the arena's lock when its span is full: 128 KiB, then twice the
+ *                     last, up to 512 KiB). Larger blocks come from the arena's slabs, runs
+ *                     and huge extents as in any explicit arena. A bumped block's size is
+ *                     rounded up to 16 bytes. pm_free of a block is bookkeeping (the arena's
+ *                     live count): its memory comes back at pm_arena_reset, which takes time
+ *                     in the number of chunks, not of blocks, and keeps every chunk for the
+ *                     next round. pm_rallocx of the block a thread bumped last grows it in
+ *                     place while its span has room. A block freed twice is reported; with
+ *                     checks on (pm_ctl "checks"), so is the use of a block after a reset
+ *                     (then each reset also clears a map of 256 KiB per chunk)
+ *   PM_ARENA_NO_FREE  with PM_ARENA_BUMP: blocks are never freed one by one; pm_free of one
+ *                     does nothing (the block stays counted until the reset), as in a
+ *                     monotonic buffer.
+ *
+ * pm_arena_stats_get of a bump arena: blocks and allocated are the live count and bytes
+ * (bumped minus freed, from every thread; the blocks a pagemalloc::BumpArena bumps inline
+ * count when it takes its next span or its stats() is asked), active counts the regions
+ * (128 KiB) handed out, mapped the chunks and their size maps. pm_nallocx with PM_ARENA(i)
+ * of a bump arena answers for its blocks. */
+#define PM_ARENA_BUMP 0x1u
+#define PM_ARENA_NO_FREE 0x2u
+unsigned pm_arena_create_ex(unsigned flags);
+
+/* The state of pagemalloc::BumpArena's inline fast path (pagemalloc/memory_resource.h): a
+ * span of a bump arena lent to one owner, who bumps blocks from it without a call. A block
+ * of size bytes at next (16-aligned) takes stride = size rounded up to 16 (16 for 0), and its
+ * length stride / 16 is written as an unsigned short at address (next >> 3) + size_map;
+ * blocks counts them; the bytes bumped are next - begin - skipped (skipped: gaps left by
+ * alignment). Fields belong to the library: a program sets arena and zeroes the
+ * rest, then calls pm_arena_bump, which serves the block (from a new span when this one is
+ * full) and returns NULL with errno = ENOMEM (EINVAL: arena names no bump arena);
+ * pm_arena_bump_flush hands the counts to the arena. After pm_arena_reset of the arena, the
+ * owner sets next, end and begin to NULL, blocks and skipped to 0 before bumping again. */
+typedef struct pm_bump_cursor {
+  char* next;
+  char* end;
+  unsigned long long size_map;
+  char* begin;
+  size_t blocks;
+  size_t skipped;
+  unsigned arena;
+  unsigned epoch;
+  unsigned span;
+} pm_bump_cursor;
+void* pm_arena_bump(pm_bump_cursor* cursor, size_t size, int flags);
+void pm_arena_bump_flush(pm_bump_cursor* cursor);
+
 typedef struct pm_arena_stats {
   size_t blocks;     /* live blocks */
   size_t allocated;  /* bytes in live blocks (usable sizes) */
