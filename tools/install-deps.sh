@@ -21,6 +21,7 @@ packages=(
   perl lua5.4 ruby sqlite3 jq                    # real programs: drop-in tests, benchmarks/real_programs
   redis-server redis-tools                       # real programs: redis-server, redis-cli, redis-benchmark
   libjemalloc2 g++                               # real programs: jemalloc preload, the g++ compile
+  pkg-config                                     # the install test: a consumer built by pkg-config
   "$@"
 )
 

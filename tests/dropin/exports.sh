@@ -17,7 +17,7 @@ required="aligned_alloc calloc free malloc malloc_usable_size memalign posix_mem
 realloc reallocarray valloc pm_malloc pm_calloc pm_realloc pm_free pm_posix_memalign
 pm_aligned_alloc pm_memalign pm_malloc_usable_size pm_mallocx pm_rallocx pm_xallocx pm_sallocx
 pm_dallocx pm_sdallocx pm_nallocx pm_arena_create pm_arena_reset pm_arena_destroy
-pm_arena_stats_get pm_stats_get pm_stats_print pm_purge pm_ctl
+pm_arena_stats_get pm_stats_get pm_stats_print pm_purge pm_ctl pm_version
 _Znwm _Znam _ZnwmRKSt9nothrow_t _ZnamRKSt9nothrow_t _ZnwmSt11align_val_t _ZnamSt11align_val_t
 _ZnwmSt11align_val_tRKSt9nothrow_t _ZnamSt11align_val_tRKSt9nothrow_t
 _ZdlPv _ZdaPv _ZdlPvRKSt9nothrow_t _ZdaPvRKSt9nothrow_t _ZdlPvm _ZdaPvm
