@@ -1,11 +1,18 @@
 // pm_stats_print: the statistics as text or as one JSON object, formatted with fmt into a
-// buffer on the stack (printing must not allocate: it may run at exit, under the drop-in).
+// buffer on the stack (printing must not allocate: it may run at exit, under the drop-in);
+// and the statistics at exit that PAGEMALLOC_CONF's stats_print and stats_file ask for.
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 
 #include "pagemalloc/pagemalloc.h"
 #include "arena.h"
+#include "config.h"
+#include "diagnostics.h"
 
 namespace {
 
@@ -18,7 +25,45 @@ void write_all(int fd, const char* data, std::size_t size) {
   }
 }
 
+// stats_file with "%p" replaced by the process id, into `out` (zero-terminated, cut short if
+// it does not fit).
+void expand_stats_file(const char* pattern, char* out, std::size_t capacity) {
+  std::size_t n = 0;
+  for (const char* c = pattern; *c != '\0' && n + 1 < capacity; ++c) {
+    if (c[0] == '%' && c[1] == 'p') {
+      auto r = fmt::format_to_n(out + n, capacity - 1 - n, "{}", ::getpid());
+      n += std::min(r.size, capacity - 1 - n);
+      ++c;
+    } else {
+      out[n++] = *c;
+    }
+  }
+  out[n] = '\0';
+}
+
 }  // namespace
+
+// At exit: to stats_file when set (appended), else to stderr. A file that cannot be opened is
+// warned about, and the statistics go to stderr instead of being lost.
+void pagemalloc::print_stats_at_exit() {
+  const pagemalloc::Options& o = pagemalloc::options();
+  if (!o.stats_print.load()) return;
+  const int json = o.stats_json.load() ? 1 : 0;
+  if (o.stats_file[0] == '\0') return pm_stats_print(STDERR_FILENO, json);
+  char path[pagemalloc::kStatsFileCapacity + 32];
+  expand_stats_file(o.stats_file, path, sizeof(path));
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    char message[512];
+    auto r = fmt::format_to_n(message, sizeof(message),
+                              "stats_file: cannot open '{}' ({}); statistics to stderr", path,
+                              std::strerror(errno));
+    pagemalloc::warn(std::string_view(message, std::min(r.size, sizeof(message))));
+    return pm_stats_print(STDERR_FILENO, json);
+  }
+  pm_stats_print(fd, json);
+  ::close(fd);
+}
 
 extern "C" void pm_stats_print(int fd, int json) {
   pm_stats s{};

@@ -4,9 +4,10 @@
 #   bash tests/dropin/exports.sh path/to/libpagemalloc.so
 #
 # The dynamic symbol table must hold every entry point a program may call (the pm_ API, the
-# standard allocation functions, every operator new and delete) and nothing else: a stray
-# export (the fmt the library is built with, the allocator's own C++ code) could take the
-# place of a program's symbol of the same name, or bind the library to the program's copy.
+# standard allocation functions with C23's free_sized and free_aligned_sized, mallinfo2, every
+# operator new and delete) and nothing else: a stray export (the fmt the library is built
+# with, the allocator's own C++ code) could take the place of a program's symbol of the same
+# name, or bind the library to the program's copy.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
@@ -14,7 +15,8 @@ take_library_argument "$@"
 
 exported=$(nm -D --defined-only -- "$lib" | awk '{print $3}' | sort)
 required="aligned_alloc calloc free malloc malloc_usable_size memalign posix_memalign pvalloc
-realloc reallocarray valloc pm_malloc pm_calloc pm_realloc pm_free pm_posix_memalign
+realloc reallocarray valloc free_sized free_aligned_sized mallinfo2
+pm_malloc pm_calloc pm_realloc pm_free pm_posix_memalign
 pm_aligned_alloc pm_memalign pm_malloc_usable_size pm_mallocx pm_rallocx pm_xallocx pm_sallocx
 pm_dallocx pm_sdallocx pm_nallocx pm_arena_create pm_arena_reset pm_arena_destroy
 pm_arena_stats_get pm_stats_get pm_stats_print pm_purge pm_ctl pm_version
