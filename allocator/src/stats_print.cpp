@@ -13,6 +13,7 @@
 #include "arena.h"
 #include "config.h"
 #include "diagnostics.h"
+#include "stats_format.h"
 
 namespace {
 
@@ -65,19 +66,18 @@ void pagemalloc::print_stats_at_exit() {
   ::close(fd);
 }
 
-extern "C" void pm_stats_print(int fd, int json) {
+std::size_t pagemalloc::format_stats(char* buffer, std::size_t capacity, bool json) {
   pm_stats s{};
   pm_stats_get(&s);
-  char buffer[2048];
   const char* runs = pagemalloc::Arena::Runs::kName;
-  auto r = json != 0
-      ? fmt::format_to_n(buffer, sizeof(buffer),
+  auto r = json
+      ? fmt::format_to_n(buffer, capacity,
             "{{\"runs\": \"{}\", \"allocated\": {}, \"active\": {}, \"mapped\": {}, \"dirty\": {}, "
             "\"retained\": {}, \"copied\": {}, \"grown_in_place\": {}, \"moved\": {}, "
             "\"purged\": {}}}\n",
             runs, s.allocated, s.active, s.mapped, s.dirty, s.retained, s.copied,
             s.grown_in_place, s.moved, s.purged)
-      : fmt::format_to_n(buffer, sizeof(buffer),
+      : fmt::format_to_n(buffer, capacity,
             "pagemalloc statistics (run manager: {})\n"
             "  allocated       {:>16} bytes in live blocks\n"
             "  active          {:>16} bytes of pages holding live blocks\n"
@@ -90,5 +90,10 @@ extern "C" void pm_stats_print(int fd, int json) {
             "  purged          {:>16} bytes returned to the OS by the decay\n",
             runs, s.allocated, s.active, s.mapped, s.dirty, s.retained, s.copied,
             s.grown_in_place, s.moved, s.purged);
-  write_all(fd, buffer, std::min(r.size, sizeof(buffer)));
+  return std::min(r.size, capacity);
+}
+
+extern "C" void pm_stats_print(int fd, int json) {
+  char buffer[pagemalloc::kStatsTextCapacity];
+  write_all(fd, buffer, pagemalloc::format_stats(buffer, sizeof(buffer), json != 0));
 }

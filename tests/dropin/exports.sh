@@ -2,12 +2,14 @@
 # Drop-in test: the library exports exactly its interface.
 #
 #   bash tests/dropin/exports.sh path/to/libpagemalloc.so
+#   PAGEMALLOC_JEMALLOC_NAMES=1 bash tests/dropin/exports.sh path/to/libpagemalloc_je.so
 #
 # The dynamic symbol table must hold every entry point a program may call (the pm_ API, the
 # standard allocation functions with C23's free_sized and free_aligned_sized, mallinfo2, every
 # operator new and delete) and nothing else: a stray export (the fmt the library is built
 # with, the allocator's own C++ code) could take the place of a program's symbol of the same
-# name, or bind the library to the program's copy.
+# name, or bind the library to the program's copy. With PAGEMALLOC_JEMALLOC_NAMES=1 the
+# interface also holds jemalloc's names (libpagemalloc_je.so).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
@@ -25,6 +27,10 @@ _ZnwmSt11align_val_tRKSt9nothrow_t _ZnamSt11align_val_tRKSt9nothrow_t
 _ZdlPv _ZdaPv _ZdlPvRKSt9nothrow_t _ZdaPvRKSt9nothrow_t _ZdlPvm _ZdaPvm
 _ZdlPvSt11align_val_t _ZdaPvSt11align_val_t _ZdlPvmSt11align_val_t _ZdaPvmSt11align_val_t
 _ZdlPvSt11align_val_tRKSt9nothrow_t _ZdaPvSt11align_val_tRKSt9nothrow_t"
+if [ "${PAGEMALLOC_JEMALLOC_NAMES:-0}" = 1 ]; then
+  required="$required mallocx rallocx xallocx sallocx dallocx sdallocx nallocx mallctl
+malloc_stats_print"
+fi
 
 status=0
 for symbol in $required; do
