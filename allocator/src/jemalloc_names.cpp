@@ -79,14 +79,16 @@ int read_only(const T& value, void* oldp, std::size_t* oldlenp, const void* newp
 }
 
 // A name that is an action: neither reads nor writes a value.
-bool is_pure_action(const void* oldp, const void* newp) { return oldp == nullptr && newp == nullptr; }
+bool is_pure_action(const void* oldp, const void* newp) {
+  return oldp == nullptr && newp == nullptr;
+}
 
 int stats_ctl(std::string_view what, void* oldp, std::size_t* oldlenp, const void* newp,
               std::size_t newlen) {
   pm_stats s{};
   pm_stats_get(&s);
-  const std::size_t resident = std::max(s.mapped > s.retained ? s.mapped - s.retained : 0,
-                                        s.active);
+  const std::size_t resident =
+      std::max(s.mapped > s.retained ? s.mapped - s.retained : 0, s.active);
   std::size_t value = 0;
   if (what == "allocated") value = s.allocated;
   else if (what == "active") value = s.active;

@@ -92,9 +92,9 @@ int main(void) {
   long pm_narenas = 0;
   length = sizeof narenas;
   pm_ctl("narenas", &pm_narenas, NULL);
-  check(mallctl("arenas.narenas", &narenas, &length, NULL, 0) == 0 &&
-            narenas == (unsigned)pm_narenas,
-        "arenas.narenas == pm_ctl(narenas)");
+  check(
+      mallctl("arenas.narenas", &narenas, &length, NULL, 0) == 0 && narenas == (unsigned)pm_narenas,
+      "arenas.narenas == pm_ctl(narenas)");
   check(read_size("arenas.page") == 4096, "arenas.page");
   unsigned arena = 0;
   length = sizeof arena;
