@@ -6,9 +6,9 @@
 # First tests/dropin/redis.sh with this library (the data set identical without and with the
 # preload, malloc bound to the library). Then a server under the preload is loaded with
 # 100,000 keys (DEBUG POPULATE) and:
-#   - INFO memory's allocator_allocated (redis reads it with mallctl("stats.allocated")) must
-#     be pagemalloc's: at least redis's own count of its memory (used_memory) and no more than
-#     1.5 times it, where redis's idle jemalloc reports a few kilobytes;
+#   - INFO memory's allocator_allocated (redis reads it with mallctl("stats.allocated") in its
+#     cron) must become pagemalloc's: at least redis's own count of its memory (used_memory)
+#     and no more than 1.5 times it, where redis's idle jemalloc reports a few kilobytes;
 #   - MEMORY MALLOC-STATS (malloc_stats_print) must print pagemalloc's statistics;
 #   - with LD_DEBUG=bindings, no symbol of redis-server or of any library but jemalloc itself
 #     may bind to libjemalloc: nothing reaches it.
@@ -43,13 +43,19 @@ for attempt in $(seq 100); do
   sleep 0.1
 done
 [ "$("${cli[@]}" DEBUG POPULATE 100000 key 100)" = OK ] || fail "DEBUG POPULATE"
-"${cli[@]}" INFO memory | tr -d '\r' >"$work/info"
+# redis refreshes the allocator_* fields from mallctl in its cron (every 100 ms by default):
+# give it up to 5 s to catch up with the keys just loaded.
+field() { sed -n "s/^$1://p" "$work/info"; }
+for attempt in $(seq 50); do
+  "${cli[@]}" INFO memory | tr -d '\r' >"$work/info"
+  [ "$(field allocator_allocated)" -ge "$(field used_memory)" ] 2>/dev/null && break
+  sleep 0.1
+done
 "${cli[@]}" MEMORY MALLOC-STATS | tr -d '\r' >"$work/malloc-stats"
 "${cli[@]}" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
 wait "$server_pid" || fail "redis-server exited with an error"
 server_pid=
 
-field() { sed -n "s/^$1://p" "$work/info"; }
 used=$(field used_memory)
 allocated=$(field allocator_allocated)
 [ -n "$used" ] && [ -n "$allocated" ] || fail "INFO memory lacks used_memory or allocator_allocated"
