@@ -1,7 +1,8 @@
 // The Arrow builder benchmark: the cost of growing a 64-byte-aligned buffer while data is
 // appended to it, by copy or in place.
 //
-// Source: "Faster, scalable memory allocations in Apache Arrow with jemalloc" (seeds/000),
+// Source: "Faster, scalable memory allocations in Apache Arrow with jemalloc" ([Korn 2018],
+// docs/references.md),
 // Arrow C++'s BuildPrimitiveArrayNoNulls. An int64 column is built by appending 2 MiB
 // (262,144 values) 256 times, 512 MiB at the end. The capacity starts at 0 and becomes
 // max(2 * capacity, needed) whenever an append does not fit: 2, 4, 8, ... 512 MiB, so the

@@ -10,7 +10,7 @@
 //   pagemalloc   pm_mallocx / pm_rallocx / pm_dallocx, PM_ALIGN(64), the static library of the
 //                build (its run manager is the build's)
 //
-// The buffer grows as arrow_builder_bench's does (seeds/000): 2 MiB at first, doubled 8 times
+// The buffer grows as arrow_builder_bench's does ([Korn 2018]): 2 MiB at first, doubled 8 times
 // to 512 MiB, each new half written before the next grow. --reps builds it N times (default 3:
 // the first build cold, the others warm); --prewarm allocates a block of MIB MiB and frees it
 // before the first build, so that the allocator starts with that much address space it already

@@ -1,7 +1,7 @@
 // The large-blocks benchmark: many big allocations, at most 20 alive, replaced at random.
 //
-// Source: "The Impact of Memory Allocators on Performance" (seeds/002), as DESIGN.md ("The
-// benchmarks") fixes it:
+// Source: "The Impact of Memory Allocators on Performance" ([Pastel 2024], docs/references.md),
+// as docs/design.md ("The benchmarks") fixes it:
 //
 //   BM_LargeBlocks<A>   1000 times: allocate a block of a random size between 5 MB and 25 MB;
 //                       while fewer than 20 blocks are alive, keep it, otherwise it replaces

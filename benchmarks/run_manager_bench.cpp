@@ -1,8 +1,8 @@
 // The run-manager cost study: what one alloc or free of a page run costs in each run manager
 // as the number of free runs it manages grows.
 //
-// Source: "Overzealous use of my red-black tree hammer" (Evans, 2008; seeds/004), as
-// DESIGN.md ("The benchmarks", run-manager cost) fixes it: build a heap with n free runs of
+// Source: "Overzealous use of my red-black tree hammer" (Evans, 2008; docs/references.md), as
+// docs/design.md ("The benchmarks", run-manager cost) fixes it: build a heap with n free runs of
 // varied sizes, n = 16 ... 65,536, then time alloc/free of page runs; per variant, ns/op and
 // the instrumentation counters per op. Every variant runs in this one binary over LinuxPal
 // (address space is reserved, but only the chunk headers are ever written, so the resident

@@ -1,8 +1,8 @@
 // The small-chunks benchmarks: the cost of many small allocations and frees in two orders,
 // on one thread and on several threads sharing one allocator.
 //
-// Source: "The Impact of Memory Allocators on Performance" (seeds/002), its glibc_malloc
-// benchmarks, as DESIGN.md ("The benchmarks") fixes them:
+// Source: "The Impact of Memory Allocators on Performance" ([Pastel 2024], docs/references.md),
+// its glibc_malloc benchmarks, as docs/design.md ("The benchmarks") fixes them:
 //
 //   BM_SmallChunks<A>/chunk_size:S     allocate 1600 chunks of S bytes; free the first half in
 //                                      FIFO order (the oldest first: 0, 1, ... 799), then the

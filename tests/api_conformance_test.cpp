@@ -1,4 +1,4 @@
-// API conformance: the pm_* entry points against the contract of DESIGN.md ("Public API") and
+// API conformance: the pm_* entry points against the contract of docs/design.md ("The API") and
 // the semantics jemalloc documents for its *allocx calls, which pagemalloc follows.
 //
 // Terms used below:

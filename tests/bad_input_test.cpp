@@ -1,4 +1,4 @@
-// Bad input: one test (or more) per row of DESIGN.md's table "What each kind of input gets".
+// Bad input: one test (or more) per row of docs/design.md's table "What each kind of input gets".
 //
 //   size 0                        a unique, freeable pointer, from every entry point
 //   size too large, calloc        NULL with errno = ENOMEM, and the statistics do not move

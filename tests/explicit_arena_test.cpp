@@ -3,7 +3,7 @@
 //
 // Terms:
 //   round   allocate many blocks from one arena, then free them all with one reset: the bump
-//           arena of seeds/002 and the Go arena of seeds/003
+//           arena of [Pastel 2024] and the Go arena of [Hansson 2023] (docs/references.md)
 //   kinds   small (slab regions, <= 16 KiB), large (page runs, < 2 MiB), huge (own extents);
 //           every test that allocates crosses all three
 //

@@ -1,4 +1,4 @@
-// Failure injection through the OS layer, for the whole allocator: DESIGN.md's row "the OS
+// Failure injection through the OS layer, for the whole allocator: docs/design.md's row "the OS
 // refuses memory: NULL + ENOMEM; every earlier allocation intact; later calls work".
 //
 // This binary links pagemalloc_core_faults, the allocator built over FaultInjectingPal

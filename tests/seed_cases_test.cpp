@@ -1,6 +1,6 @@
-// The cases of two seed texts (../shared/seeds/), turned into checks on the pm_ API.
+// The cases of two published texts (docs/references.md), turned into checks on the pm_ API.
 //
-// Go arena seed (seeds/003, "Go memory arenas for apache arrow, Part 2"): Arrow buffers are
+// [Hansson 2023] ("Go memory arenas for apache arrow, Part 2"): Arrow buffers are
 // 64-byte aligned. Its tests allocate 33, 64, 65, 4097 and 8192 bytes ("lt alignment", "eq
 // alignment", "gt alignment unaligned", "large unaligned", "large aligned") and reallocate a
 // 200-byte buffer filled with i & 0xFF to 100, 200 and 300 bytes, expecting the common prefix
@@ -12,11 +12,11 @@
 // 100,000 times on one explicit arena and the mapped memory must stay flat. The arena cases
 // run twice: on an arena of slabs and runs, and on a bump arena (PM_ARENA_BUMP).
 //
-// Arrow seed (seeds/000, "Faster, scalable memory allocations in Apache Arrow with jemalloc"):
+// [Korn 2018] ("Faster, scalable memory allocations in Apache Arrow with jemalloc"):
 // a builder appends to a 64-byte-aligned buffer whose capacity doubles through rallocx. After a
 // first build has left free pages behind, later builds should grow in place rather than copy.
-// Here: DESIGN.md's Arrow benchmark (2 MiB of int64 appended 256 times, 512 MiB at the end),
-// built twice; the second build may copy at most 1% of the final size.
+// Here: the Arrow benchmark of docs/design.md (2 MiB of int64 appended 256 times, 512 MiB at
+// the end), built twice; the second build may copy at most 1% of the final size.
 #include <gtest/gtest.h>
 
 #include <pagemalloc/pagemalloc.h>

@@ -1,7 +1,8 @@
 // Size 0 on the paths that serve it with a page run or a huge extent, found by the fuzz
 // harness (tests/fuzz/).
 //
-// Size 0 asks for the smallest block (DESIGN.md: "a unique, freeable pointer"), as place()
+// Size 0 asks for the smallest block (docs/design.md: "a distinct pointer that can be freed"),
+// as place()
 // (pm_nallocx) counts it: 1 byte. These are the paths that once handed the raw size on where
 // the block is, or stays, a page run or an extent, and made a block of zero pages:
 //

@@ -145,7 +145,7 @@ int pm_ctl(const char* name, long* old_value, const long* new_value) {
 
 }  // extern "C"
 
-// Statistics at exit, when PAGEMALLOC_CONF asks for them.
+// Statistics at exit, when PAGEMALLOC_CONF asks for them (stats_print.cpp).
 __attribute__((destructor)) static void print_stats_at_exit() {
-  if (pagemalloc::options().stats_print.load()) pm_stats_print(2, 0);
+  pagemalloc::print_stats_at_exit();
 }

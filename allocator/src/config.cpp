@@ -23,35 +23,69 @@ bool parse_long(std::string_view v, long& out) {
   return error == std::errc{} && end == v.data() + v.size();
 }
 
-void warn_entry(std::string_view what, std::string_view entry) {
-  char buffer[256];
-  auto r = fmt::format_to_n(buffer, sizeof(buffer), "PAGEMALLOC_CONF: {} '{}' ignored", what, entry);
+constexpr std::string_view kKeys =
+    "the keys are decay_ms, checks, stats_print, stats_file, deterministic, narenas, thp";
+
+// "PAGEMALLOC_CONF: <what> '<entry>' ignored (<valid>)", one line on stderr.
+void warn_entry(std::string_view what, std::string_view entry, std::string_view valid) {
+  char buffer[512];
+  auto r = fmt::format_to_n(buffer, sizeof(buffer), "PAGEMALLOC_CONF: {} '{}' ignored ({})", what,
+                            entry, valid);
   warn(std::string_view(buffer, std::min(r.size, sizeof(buffer))));
 }
 
 void apply_entry(std::string_view entry) {
   auto colon = entry.find(':');
-  if (colon == std::string_view::npos) return warn_entry("entry without ':' in", entry);
+  if (colon == std::string_view::npos)
+    return warn_entry("entry without ':' in", entry, "entries are key:value, separated by ','");
   std::string_view key = entry.substr(0, colon), value = entry.substr(colon + 1);
   Options& o = options();
   bool b = false;
   long n = 0;
   if (key == "decay_ms" || key == "dirty_decay_ms") {
-    if (!parse_long(value, n) || n < -1) return warn_entry("bad value in", entry);
+    if (!parse_long(value, n) || n < -1)
+      return warn_entry("bad value in", entry, "decay_ms takes -1 (never), 0 or milliseconds");
     o.decay_ms = n;
-  } else if (key == "checks" || key == "stats_print" || key == "deterministic") {
-    if (!parse_bool(value, b)) return warn_entry("bad value in", entry);
-    (key == "checks" ? o.checks : key == "stats_print" ? o.stats_print : o.deterministic) = b;
+  } else if (key == "checks" || key == "deterministic") {
+    if (!parse_bool(value, b))
+      return warn_entry("bad value in", entry,
+                        key == "checks" ? "checks takes true, false, 1 or 0"
+                                        : "deterministic takes true, false, 1 or 0");
+    (key == "checks" ? o.checks : o.deterministic) = b;
+  } else if (key == "stats_print") {
+    if (value == "json") {
+      o.stats_print = true;
+      o.stats_json = true;
+    } else if (parse_bool(value, b)) {
+      o.stats_print = b;
+      o.stats_json = false;
+    } else {
+      return warn_entry("bad value in", entry, "stats_print takes true, false or json");
+    }
+  } else if (key == "stats_file") {
+    if (value.empty() || value.size() >= kStatsFileCapacity)
+      return warn_entry("bad value in", entry, "stats_file takes a path of 1 to 255 bytes");
+    value.copy(o.stats_file, value.size());
+    o.stats_file[value.size()] = '\0';
   } else if (key == "thp") {
     if (value == "always") o.thp = HugePages::Always;
     else if (value == "never") o.thp = HugePages::Never;
     else if (value == "default") o.thp = HugePages::Default;
-    else return warn_entry("bad value in", entry);
+    else return warn_entry("bad value in", entry, "thp takes always, never or default");
   } else if (key == "narenas") {
-    if (!parse_long(value, n) || n < 1 || n > 1024) return warn_entry("bad value in", entry);
+    if (!parse_long(value, n) || n < 1)
+      return warn_entry("bad value in", entry, "narenas takes 1 to 256");
+    if (n > kMaxNarenas) {
+      char buffer[256];
+      auto r = fmt::format_to_n(buffer, sizeof(buffer),
+                                "PAGEMALLOC_CONF: '{}' is above the limit; using narenas:{}", entry,
+                                kMaxNarenas);
+      warn(std::string_view(buffer, std::min(r.size, sizeof(buffer))));
+      n = kMaxNarenas;
+    }
     o.narenas = n;
   } else {
-    warn_entry("unknown key in", entry);
+    warn_entry("unknown key in", entry, kKeys);
   }
 }
 

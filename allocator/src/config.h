@@ -4,20 +4,24 @@
 //   decay_ms       how long freed pages stay resident before they go back to the OS
 //                  (default 10000; 0 returns them at once; -1 never)
 //   checks         full misuse detection (default off, or on with -DPAGEMALLOC_CHECKS=ON)
-//   stats_print    print the statistics to stderr at exit
+//   stats_print    print the statistics at exit: false, true (text) or json
+//   stats_file     where stats_print writes (appended; "%p" becomes the process id) instead of
+//                  stderr, which many programs close before they exit
 //   deterministic  the same call sequence gives the same layout on every run (one arena)
 //   narenas        number of automatic arenas (default 0: four per CPU, at most 64;
-//                  automatic_arenas.h)
+//                  automatic_arenas.h); above kMaxNarenas it is warned about and lowered
 //   thp            transparent huge pages for arena chunks, as jemalloc's opt.thp: always
 //                  (the default: each chunk of an arena after its first is advised
 //                  MADV_HUGEPAGE, so one fault maps all of it and one TLB entry covers it),
 //                  never (MADV_NOHUGEPAGE) or default (no advice: the system's setting
 //                  decides)
 //
-// An unknown key or a bad value gets one warning on stderr and is ignored.
+// An unknown key or a bad value gets one warning on stderr that names the valid keys or values,
+// and is ignored.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <string_view>
 
 namespace pagemalloc {
@@ -31,10 +35,17 @@ inline constexpr bool kChecksByDefault = false;
 // The values of the thp option; pm_ctl("thp") reads and sets them as these numbers.
 enum class HugePages : long { Default = 0, Always = 1, Never = 2 };
 
+// The most automatic arenas narenas may ask for (AutomaticArenas::kMaxArenas).
+inline constexpr long kMaxNarenas = 256;
+// The longest stats_file path, with its terminating zero (kept in Options: no allocation).
+inline constexpr std::size_t kStatsFileCapacity = 256;
+
 struct Options {
   std::atomic<long> decay_ms{10000};
   std::atomic<bool> checks{kChecksByDefault};
   std::atomic<bool> stats_print{false};
+  std::atomic<bool> stats_json{false};   // stats_print:json
+  char stats_file[kStatsFileCapacity]{};  // empty: stderr; set only while reading the conf
   std::atomic<bool> deterministic{false};
   std::atomic<long> narenas{0};  // 0: the default
   std::atomic<HugePages> thp{HugePages::Always};  // chunks reserved from now on
@@ -45,6 +56,9 @@ inline Options& options() { return g_options; }
 
 // Applies "key:value,..." to options(); warns once per bad entry.
 void apply_conf(std::string_view conf);
+
+// Prints the statistics as stats_print and stats_file ask, if they do (at exit).
+void print_stats_at_exit();
 
 // Reads PAGEMALLOC_CONF once (later calls return at once).
 void load_conf_from_environment_once();

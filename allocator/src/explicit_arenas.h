@@ -1,7 +1,7 @@
 // Explicit arenas: arenas a program creates, allocates from by index (PM_ARENA(i)), frees
 // all at once and destroys, as jemalloc's arenas.create, arena.<i>.reset and
-// arena.<i>.destroy. This is the bump arena of seeds/002 and the Go arena of seeds/003: many
-// blocks, one release, and pages kept for the next round.
+// arena.<i>.destroy. This is the bump arena of [Pastel 2024] and the Go arena of [Hansson 2023]
+// (docs/references.md): many blocks, one release, and pages kept for the next round.
 //
 //   index     the automatic arenas take 0 .. first-1; explicit ones first .. kMaxArenas-1,
 //             the lowest free index first (a destroyed arena's index is taken again)

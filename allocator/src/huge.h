@@ -4,7 +4,7 @@
 // A freed extent is not unmapped at once: it stays, resident, on a list until the decay
 // passes, coalesced with free extents next to it. A later request is carved from the best
 // fitting one, and a block grows in place into the free extent after it. This is what makes a
-// doubling buffer fast on its second build (seed 000: the pages "assigned to the process that
+// doubling buffer fast on its second build ([Korn 2018]: the pages "assigned to the process that
 // were unused but not reclaimed"). When nothing follows, mremap extends the mapping in place,
 // or moves its pages to a new address without copying them.
 //

@@ -87,6 +87,17 @@ PAGEMALLOC_EXPORT void* pvalloc(size_t size) {
                          false);
 }
 
+// C23's sized frees: `size` (and `alignment`) as given to the allocation. With checks on, a
+// size that does not match the block is reported, as pm_sdallocx's. glibc 2.43 has them too,
+// so without these a program built there would hand pagemalloc's blocks to glibc.
+PAGEMALLOC_EXPORT void free_sized(void* p, size_t size) {
+  heap().deallocate_sized(p, size, 1, "free_sized");
+}
+
+PAGEMALLOC_EXPORT void free_aligned_sized(void* p, size_t alignment, size_t size) {
+  heap().deallocate_sized(p, size, alignment, "free_aligned_sized");
+}
+
 PAGEMALLOC_EXPORT size_t malloc_usable_size(void* p) {
   return heap().usable_size(p, "malloc_usable_size");
 }

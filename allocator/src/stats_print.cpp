@@ -1,11 +1,19 @@
 // pm_stats_print: the statistics as text or as one JSON object, formatted with fmt into a
-// buffer on the stack (printing must not allocate: it may run at exit, under the drop-in).
+// buffer on the stack (printing must not allocate: it may run at exit, under the drop-in);
+// and the statistics at exit that PAGEMALLOC_CONF's stats_print and stats_file ask for.
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 
 #include "pagemalloc/pagemalloc.h"
 #include "arena.h"
+#include "config.h"
+#include "diagnostics.h"
+#include "stats_format.h"
 
 namespace {
 
@@ -18,21 +26,58 @@ void write_all(int fd, const char* data, std::size_t size) {
   }
 }
 
+// stats_file with "%p" replaced by the process id, into `out` (zero-terminated, cut short if
+// it does not fit).
+void expand_stats_file(const char* pattern, char* out, std::size_t capacity) {
+  std::size_t n = 0;
+  for (const char* c = pattern; *c != '\0' && n + 1 < capacity; ++c) {
+    if (c[0] == '%' && c[1] == 'p') {
+      auto r = fmt::format_to_n(out + n, capacity - 1 - n, "{}", ::getpid());
+      n += std::min(r.size, capacity - 1 - n);
+      ++c;
+    } else {
+      out[n++] = *c;
+    }
+  }
+  out[n] = '\0';
+}
+
 }  // namespace
 
-extern "C" void pm_stats_print(int fd, int json) {
+// At exit: to stats_file when set (appended), else to stderr. A file that cannot be opened is
+// warned about, and the statistics go to stderr instead of being lost.
+void pagemalloc::print_stats_at_exit() {
+  const pagemalloc::Options& o = pagemalloc::options();
+  if (!o.stats_print.load()) return;
+  const int json = o.stats_json.load() ? 1 : 0;
+  if (o.stats_file[0] == '\0') return pm_stats_print(STDERR_FILENO, json);
+  char path[pagemalloc::kStatsFileCapacity + 32];
+  expand_stats_file(o.stats_file, path, sizeof(path));
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    char message[512];
+    auto r = fmt::format_to_n(message, sizeof(message),
+                              "stats_file: cannot open '{}' ({}); statistics to stderr", path,
+                              std::strerror(errno));
+    pagemalloc::warn(std::string_view(message, std::min(r.size, sizeof(message))));
+    return pm_stats_print(STDERR_FILENO, json);
+  }
+  pm_stats_print(fd, json);
+  ::close(fd);
+}
+
+std::size_t pagemalloc::format_stats(char* buffer, std::size_t capacity, bool json) {
   pm_stats s{};
   pm_stats_get(&s);
-  char buffer[2048];
   const char* runs = pagemalloc::Arena::Runs::kName;
-  auto r = json != 0
-      ? fmt::format_to_n(buffer, sizeof(buffer),
+  auto r = json
+      ? fmt::format_to_n(buffer, capacity,
             "{{\"runs\": \"{}\", \"allocated\": {}, \"active\": {}, \"mapped\": {}, \"dirty\": {}, "
             "\"retained\": {}, \"copied\": {}, \"grown_in_place\": {}, \"moved\": {}, "
             "\"purged\": {}}}\n",
             runs, s.allocated, s.active, s.mapped, s.dirty, s.retained, s.copied,
             s.grown_in_place, s.moved, s.purged)
-      : fmt::format_to_n(buffer, sizeof(buffer),
+      : fmt::format_to_n(buffer, capacity,
             "pagemalloc statistics (run manager: {})\n"
             "  allocated       {:>16} bytes in live blocks\n"
             "  active          {:>16} bytes of pages holding live blocks\n"
@@ -45,5 +90,10 @@ extern "C" void pm_stats_print(int fd, int json) {
             "  purged          {:>16} bytes returned to the OS by the decay\n",
             runs, s.allocated, s.active, s.mapped, s.dirty, s.retained, s.copied,
             s.grown_in_place, s.moved, s.purged);
-  write_all(fd, buffer, std::min(r.size, sizeof(buffer)));
+  return std::min(r.size, capacity);
+}
+
+extern "C" void pm_stats_print(int fd, int json) {
+  char buffer[pagemalloc::kStatsTextCapacity];
+  write_all(fd, buffer, pagemalloc::format_stats(buffer, sizeof(buffer), json != 0));
 }

@@ -8,7 +8,7 @@
         [--quick] [--rounds 5] [--seed 1] [--programs python,jq] [--allocators glibc,pagemap] \\
         [--out results/real_programs.json]
 
-What it runs (DESIGN.md, "The benchmarks", "Real programs"): allocation-heavy programs from
+What it runs (docs/design.md, "The benchmarks", "Real programs"): allocation-heavy programs from
 Debian's packages, on inputs generated at the start from --seed (inputs.py; the same bytes for
 every allocator), one process per (program, allocator):
 

@@ -15,6 +15,8 @@
 # the drop-in does not export: under the preload those reach redis's own (otherwise idle)
 # jemalloc. They only read statistics, start jemalloc's background thread and compare size
 # classes, so the data set is not affected; this test does not check them.
+# libpagemalloc_je.so exports them too: tests/dropin/jemalloc_names/redis.sh checks that
+# redis-server then runs wholly on pagemalloc.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 

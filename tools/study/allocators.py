@@ -8,7 +8,7 @@
               link its static pm_* library; real programs preload its drop-in
 
 jemalloc cannot be dlopen'ed (static TLS), so every comparison runs one process per
-allocator, in interleaved rounds (DESIGN.md).
+allocator, in interleaved rounds (docs/design.md).
 """
 
 from pathlib import Path

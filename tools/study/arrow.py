@@ -1,7 +1,8 @@
 """The Arrow builder (papers/arrow-inplace): does a 64-byte-aligned buffer grow in place?
 
 Source: "Faster, scalable memory allocations in Apache Arrow with jemalloc" (Uwe Korn, 2018;
-seeds/000). benchmarks/arrow_builder_bench builds a 512 MiB int64 column by 2 MiB appends,
+[Korn 2018] in docs/references.md). benchmarks/arrow_builder_bench builds a 512 MiB int64
+column by 2 MiB appends,
 doubling its capacity; three repetitions, the first cold, the next two warm. Rows:
 
   <peer> aligned_alloc+memcpy    the portable way, under glibc and every peer (LD_PRELOAD)

@@ -1,7 +1,7 @@
 """The tree-overhead study (papers/tree-overhead): what red-black trees cost the run manager.
 
-Source: "Overzealous use of my red-black tree hammer" (Jason Evans, 2008; seeds/004).
-Three run managers, one seam (DESIGN.md): pagemap (O(1) page-map coalescing, free lists with
+Source: "Overzealous use of my red-black tree hammer" (Jason Evans, 2008; docs/references.md).
+Three run managers, one seam (docs/design.md): pagemap (O(1) page-map coalescing, free lists with
 a bitmap), hybrid (page-map coalescing, a (size, address) tree), rbtree (an address tree and a
 (size, address) tree). Measured three ways, from the closest to the run manager outwards:
 

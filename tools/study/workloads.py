@@ -1,7 +1,7 @@
 """The talk's workloads (papers/allocator-workloads), every allocator side by side.
 
-Source: "The Impact of Memory Allocators on Performance" (Arthur Pastel; seeds/002), as
-DESIGN.md fixes the benchmarks:
+Source: "The Impact of Memory Allocators on Performance" (Arthur Pastel, EuroRust 2024;
+docs/references.md), as docs/design.md fixes the benchmarks:
 
   small chunks   benchmarks/small_chunks_bench BM_SmallChunks: 1600 chunks, half freed FIFO,
                  half LIFO; chunk_size 16 .. 256

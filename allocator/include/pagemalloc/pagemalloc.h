@@ -17,9 +17,20 @@
 
 #include <stddef.h>
 
+/* The version of this header: the project's version (CMakeLists.txt, project(VERSION); a test
+ * checks that they agree). pm_version() gives the library's, which may differ from the
+ * header's when a program runs on a newer library than it was built with. */
+#define PAGEMALLOC_VERSION_MAJOR 0
+#define PAGEMALLOC_VERSION_MINOR 1
+#define PAGEMALLOC_VERSION_PATCH 0
+#define PAGEMALLOC_VERSION_STRING "0.1.0"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The library's version, "MAJOR.MINOR.PATCH" (a static string). */
+const char* pm_version(void);
 
 /* Flags of the *allocx calls (the values of jemalloc's MALLOCX_*). These are macros because
  * C callers need them in constant expressions. PM_ARENA(i): allocate from arena i (an

@@ -3,7 +3,7 @@
 // A run manager owns the free runs of pages of one arena. It splits a free run to serve
 // alloc(n), coalesces a freed run with its free neighbours, grows or shrinks a run in place
 // using the free run after it, adds chunks when nothing fits, and returns pages to the OS
-// once they have stayed free for the decay. Variants (DESIGN.md):
+// once they have stayed free for the decay. Variants (docs/design.md, "The run manager"):
 //
 //   pagemap  page-map coalescing, size-segregated free lists with a bitmap   all O(1)
 //   hybrid   page-map coalescing, (size, address) red-black tree            jemalloc after 2008

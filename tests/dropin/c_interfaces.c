@@ -1,0 +1,109 @@
+/* The drop-in's C interfaces beyond malloc, for tests/dropin/c_interfaces.sh, linked with the
+ * library under test.
+ *
+ *   c_interfaces sized      free_sized and free_aligned_sized free what they are given
+ *   c_interfaces mismatch   free_sized with a wrong size (run with checks:true: must abort)
+ *   c_interfaces mallinfo   mallinfo2 reports pagemalloc's statistics
+ *   c_interfaces narenas    prints pm_ctl("narenas")
+ *   c_interfaces exit       allocates, closes stderr and exits (statistics at exit)
+ *
+ * Prints "ok: ..." and exits 0 when every check holds; names the failed check otherwise. */
+#include <pagemalloc/pagemalloc.h>
+
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* C23 (glibc 2.43); Debian 12's headers do not declare them. */
+void free_sized(void* p, size_t size);
+void free_aligned_sized(void* p, size_t alignment, size_t size);
+
+static int failures = 0;
+
+static void check(int ok, const char* what) {
+  if (!ok) {
+    fprintf(stderr, "FAIL: %s\n", what);
+    ++failures;
+  }
+}
+
+static size_t allocated(void) {
+  pm_stats s;
+  pm_stats_get(&s);
+  return s.allocated;
+}
+
+static void check_sized_frees(void) {
+  enum { kBlocks = 2000 };
+  static void* blocks[kBlocks];
+  static size_t sizes[kBlocks];
+  for (int i = 0; i < kBlocks; ++i) {
+    sizes[i] = 1 + (size_t)i * 97 % 70000; /* small and large */
+    blocks[i] = i % 2 ? malloc(sizes[i]) : aligned_alloc(64, sizes[i]);
+    check(blocks[i] != NULL, "malloc / aligned_alloc");
+    memset(blocks[i], 1, sizes[i]);
+  }
+  for (int i = 0; i < kBlocks; ++i) {
+    if (i % 2) free_sized(blocks[i], sizes[i]);
+    else free_aligned_sized(blocks[i], 64, sizes[i]);
+  }
+  /* A large block is not cached: the statistics see its free at once. */
+  const size_t before = allocated();
+  void* big = malloc(1 << 20);
+  check(allocated() >= before + (1 << 20), "a 1 MiB block is counted");
+  free_sized(big, 1 << 20);
+  check(allocated() <= before, "free_sized of the 1 MiB block frees it");
+  void* aligned = aligned_alloc(4096, 3 << 20); /* huge */
+  check(aligned != NULL && (uintptr_t)aligned % 4096 == 0, "aligned_alloc(4096, 3 MiB)");
+  free_aligned_sized(aligned, 4096, 3 << 20);
+  check(allocated() <= before, "free_aligned_sized of the 3 MiB block frees it");
+  free_sized(NULL, 10);
+  free_aligned_sized(NULL, 64, 10);
+  if (failures == 0) printf("ok: %d blocks freed by free_sized and free_aligned_sized\n", kBlocks);
+}
+
+static void check_mallinfo2(void) {
+  const struct mallinfo2 before = mallinfo2();
+  char* p = malloc(8 << 20);
+  check(p != NULL, "malloc(8 MiB)");
+  memset(p, 1, 8 << 20);
+  const struct mallinfo2 during = mallinfo2();
+  check(during.uordblks >= before.uordblks + (8 << 20), "uordblks counts the 8 MiB block");
+  check(during.arena >= during.uordblks, "arena (mapped) >= uordblks (allocated)");
+  pm_stats s;
+  pm_stats_get(&s);
+  const struct mallinfo2 now = mallinfo2();
+  check(now.uordblks == s.allocated, "uordblks == pm_stats.allocated");
+  check(now.arena == s.mapped, "arena == pm_stats.mapped");
+  check(now.fordblks == s.mapped - s.allocated, "fordblks == mapped - allocated");
+  free(p);
+  if (failures == 0) printf("ok: mallinfo2 uordblks %zu, arena %zu\n", now.uordblks, now.arena);
+}
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "";
+  if (strcmp(mode, "sized") == 0) {
+    check_sized_frees();
+  } else if (strcmp(mode, "mismatch") == 0) {
+    void* p = malloc(100);
+    free_sized(p, 5000);
+    printf("free_sized with a wrong size returned\n");
+  } else if (strcmp(mode, "mallinfo") == 0) {
+    check_mallinfo2();
+  } else if (strcmp(mode, "narenas") == 0) {
+    long n = 0;
+    check(pm_ctl("narenas", &n, NULL) == 0, "pm_ctl(narenas)");
+    printf("%ld\n", n);
+  } else if (strcmp(mode, "exit") == 0) {
+    void* kept = malloc(123456);
+    check(kept != NULL, "malloc");
+    close(STDERR_FILENO);
+  } else {
+    fprintf(stderr, "usage: %s sized|mismatch|mallinfo|narenas|exit\n", argv[0]);
+    return 2;
+  }
+  return failures == 0 ? 0 : 1;
+}

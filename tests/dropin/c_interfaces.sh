@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Drop-in test: the C interfaces beyond malloc and free.
+#
+#   bash tests/dropin/c_interfaces.sh path/to/libpagemalloc.so
+#
+# Builds tests/dropin/c_interfaces.c linked with the library (so that its free_sized,
+# free_aligned_sized and mallinfo2 are the library's) and checks:
+#   - C23's free_sized and free_aligned_sized free what they are given, with checks off and on
+#     (on: the sizes are compared with the blocks', and must match);
+#   - free_sized with a wrong size, under checks:true, aborts naming free_sized;
+#   - mallinfo2 reports pagemalloc's statistics (glibc's would count its own idle heap), and
+#     binds to the library under LD_PRELOAD too.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
+
+take_library_argument "$@"
+make_work_directory
+here=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
+include=$here/../../allocator/include
+cc -std=c11 -Wall -Wextra -Werror -I"$include" -o "$work/c_interfaces" "$here/c_interfaces.c" \
+  "$lib" || { echo "FAIL: c_interfaces.c does not build against $lib" >&2; exit 1; }
+program() { LD_LIBRARY_PATH=$(dirname "$lib") "$@"; }
+
+program "$work/c_interfaces" sized
+PAGEMALLOC_CONF=checks:true program "$work/c_interfaces" sized
+program "$work/c_interfaces" mallinfo
+
+status=0
+PAGEMALLOC_CONF=checks:true program "$work/c_interfaces" mismatch >"$work/out" 2>"$work/err" ||
+  status=$?
+if [ "$status" -eq 0 ] || ! grep -q 'pagemalloc: free_sized(0x[0-9a-f]*, 5000): size does not match' "$work/err"; then
+  echo "FAIL: free_sized with a wrong size under checks:true: status $status, stderr:" >&2
+  cat "$work/err" >&2
+  exit 1
+fi
+echo "ok: free_sized with a wrong size aborts: $(head -n 1 "$work/err")"
+
+# Under LD_PRELOAD, in a program not linked with the library, mallinfo2 binds to it.
+LD_PRELOAD=$lib LD_DEBUG=bindings LD_DEBUG_OUTPUT=$work/ld program "$work/c_interfaces" mallinfo \
+  >/dev/null
+if ! cat "$work"/ld.* | grep -F "symbol \`mallinfo2'" | grep -qF "/$(basename "$lib") ["; then
+  echo "FAIL: mallinfo2 does not bind to $(basename "$lib")" >&2
+  exit 1
+fi
+echo "ok: mallinfo2 binds to $(basename "$lib")"
