@@ -18,7 +18,8 @@ void* Arena::alloc_small(unsigned size_class) {
 unsigned Arena::alloc_batch(unsigned size_class, void** out, unsigned n) {
   Locked guard(*this);
   unsigned taken = 0;
-  if (remote_[size_class].maybe_nonempty()) taken = take_remote(size_class, out, n);
+  if (remote_taken_[size_class] != nullptr || remote_[size_class].maybe_nonempty())
+    taken = take_remote(size_class, out, n);
   Bin& bin = bins_[size_class];
   const unsigned from_stash = n - taken < bin.stashed ? n - taken : bin.stashed;
   bin.stashed -= from_stash;
@@ -44,7 +45,12 @@ void Arena::free_small(Slab* slab, void* p, const char* call) {
 
 void Arena::free_batch(void* const* regions, unsigned n, const char* call) {
   if (n == 0) return;
-  LockGuard guard(lock_);
+  Locked guard(*this);
+  free_batch_locked(regions, n, call);
+}
+
+// Requires: lock_ held.
+void Arena::free_batch_locked(void* const* regions, unsigned n, const char* call) {
   const unsigned size_class = page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
   Bin& bin = bins_[size_class];
   if (bin.stashed + n <= stash_capacity(size_class)) {  // one class per batch: a cache's bin
@@ -63,39 +69,62 @@ void Arena::free_batch(void* const* regions, unsigned n, const char* call) {
 
 void Arena::free_remote(void* const* regions, unsigned n) {
   if (n == 0) return;
+  // Free, the lock is taken for the batch: a stash takes it with one copy, where the inbox
+  // would leave a chain for the owner to walk one cold region at a time. Held, the batch goes
+  // to the inbox: a remote free never waits for it.
+  if (lock_.try_lock()) {
+    free_batch_locked(regions, n, "free");
+    return unlock();
+  }
   const unsigned size_class = page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
   const std::size_t size = kSizeClasses[size_class].size;
   if (size < RemoteFrees::kMinRegionSize) [[unlikely]] return free_batch(regions, n, "free");
   if (remote_[size_class].push(regions, n) * size >= kRemoteCollectBytes && lock_.try_lock()) {
     collect_remote(size_class);
-    lock_.unlock();
+    unlock();
   }
 }
 
 // Each region taken counts as freed here; alloc_batch counts those it hands out again.
 unsigned Arena::take_remote(unsigned size_class, void** out, unsigned n) {
+  void*& chain = remote_taken_[size_class];
+  unsigned taken = 0;
+  while (taken < n) {
+    if (chain == nullptr && (chain = remote_[size_class].take_chain()) == nullptr) break;
+    out[taken++] = chain;
+    chain = RemoteFrees::next(chain);
+  }
+  allocated_ -= std::size_t(taken) * kSizeClasses[size_class].size;
+  blocks_ -= taken;
+  return taken;
+}
+
+void Arena::collect_remote(unsigned size_class) {
   const std::size_t size = kSizeClasses[size_class].size;
   Bin& bin = bins_[size_class];
-  unsigned taken = 0;
-  remote_[size_class].take_all([&](void* p) {
-    if (taken < n) {
-      out[taken++] = p;
-    } else if (bin.stashed < stash_capacity(size_class)) {
+  auto give = [&](void* p) {
+    if (bin.stashed < stash_capacity(size_class)) {
       stash_of(size_class)[bin.stashed++] = p;
+      allocated_ -= size;
+      --blocks_;
     } else {
       const PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
-      return give_back(static_cast<Slab*>(e.slab_descriptor()), p, "free");  // counts it
+      give_back(static_cast<Slab*>(e.slab_descriptor()), p, "free");  // counts it
     }
-    allocated_ -= size;
-    --blocks_;
-  });
-  return taken;
+  };
+  for (void* p = remote_taken_[size_class]; p != nullptr;) {
+    void* after = RemoteFrees::next(p);
+    give(p);
+    p = after;
+  }
+  remote_taken_[size_class] = nullptr;
+  remote_[size_class].take_all(give);
 }
 
 // Requires: lock_ held.
 void Arena::collect_all_remote() {
   for (unsigned c = 0; c < kNumClasses; ++c)
-    if (remote_[c].maybe_nonempty()) collect_remote(c);
+    if (remote_taken_[c] != nullptr || remote_[c].maybe_nonempty()) collect_remote(c);
 }
 
 bool Arena::region_is_free(Slab* slab, const void* p) {
@@ -307,7 +336,8 @@ void Arena::tick() {
 
 void Arena::reset() {
   LockGuard guard(lock_);
-  for (RemoteFrees& inbox : remote_) inbox.take_all([](void*) {});  // all freed below
+  for (RemoteFrees& inbox : remote_) inbox.take_chain();  // every block is freed below
+  for (void*& chain : remote_taken_) chain = nullptr;
   deferred_large_.take_all([](void* p) { *static_cast<std::uintptr_t*>(p) = 0; });
   for (Bin& bin : bins_) {
     bin.current = nullptr;

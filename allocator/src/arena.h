@@ -97,9 +97,10 @@ class Arena {
   unsigned alloc_batch(unsigned size_class, void** out, unsigned n);
   // Frees n small regions (a thread cache's flush) under one lock.
   void free_batch(void* const* regions, unsigned n, const char* call);
-  // Frees n small regions of one class from a thread whose cache belongs to another arena:
-  // pushed to the class's inbox without the arena's lock (remote_frees.h), and taken by the
-  // next refill of that class, which hands them out first. When an inbox holds
+  // Frees n small regions of one class from a thread whose cache belongs to another arena,
+  // without ever waiting for the arena's lock: to its stash if the lock is free, else to the
+  // class's inbox (remote_frees.h), taken by the next refill of that class, which hands them
+  // out first. When an inbox holds
   // kRemoteCollectBytes or more, the pusher collects it if the lock is free, so that it stays
   // bounded when the arena's own threads stop allocating that class. Regions of the 8-byte
   // class go through free_batch.
@@ -155,6 +156,12 @@ class Arena {
   void give_back(Slab* slab, void* p, const char* call);
   void unstash_all();
   void free_large_locked(void* p, PageCount pages, const char* call);
+  void free_batch_locked(void* const* regions, unsigned n, const char* call);
+  // Releases the lock taken by try_lock, after freeing the large blocks deferred meanwhile.
+  void unlock() {
+    if (deferred_large_.maybe_nonempty()) free_deferred_large();
+    lock_.unlock();
+  }
   static constexpr std::uintptr_t kDeferredKey = 0x7061'6765'6465'6665;  // "pagedefe"
   // Requires: lock_ held. Frees every deferred large block.
   void free_deferred_large();
@@ -172,10 +179,12 @@ class Arena {
    private:
     Arena& arena_;
   };
-  // Requires: lock_ held. The class's inbox into out (at most n; returns how many), the rest
-  // to its stash or slabs.
+  // Requires: lock_ held. Up to n regions of the class's inbox into out (returns how many);
+  // the rest of the chain stays for the next refill. Regions waiting there still count as
+  // handed out (allocated_, blocks_) until they are taken.
   unsigned take_remote(unsigned size_class, void** out, unsigned n);
-  void collect_remote(unsigned size_class) { take_remote(size_class, nullptr, 0); }
+  // Requires: lock_ held. Every region waiting for the class, to its stash or slab.
+  void collect_remote(unsigned size_class);
   void collect_all_remote();
   void release_slab(Slab* slab);
   void tick();
@@ -195,6 +204,7 @@ class Arena {
   std::size_t purged_pages_ = 0;
   std::uint64_t last_purge_ms_ = 0;
   RemoteFrees remote_[kNumClasses];  // per class: regions freed by other arenas' threads
+  void* remote_taken_[kNumClasses] = {};  // per class: the rest of a chain taken from remote_
   RemoteFrees deferred_large_;       // large blocks freed while another thread held the lock
   void* stash_slots_[kStashTotalSlots];  // last: apart from everything a slow path touches
 };

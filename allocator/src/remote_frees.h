@@ -7,7 +7,9 @@
 // key (thread_cache.h), so a second free of a region waiting here is still caught: the free
 // that finds the key asks the arena, which collects its inbox before it looks. Regions of the
 // 8-byte class have no second word and never come here. A push and a take are one
-// compare-and-swap and one exchange; a batch is linked before it is pushed.
+// compare-and-swap and one exchange; a batch is linked before it is pushed. A taker walks the
+// chain it took (each link a read of a region that may be cold), so an arena walks only as far
+// as a refill needs and keeps the rest of the chain for the next one.
 #pragma once
 
 #include <atomic>
@@ -35,18 +37,24 @@ class RemoteFrees {
     return head_.load(std::memory_order_relaxed) != nullptr;
   }
 
+  // Takes every region, as a chain to walk with next(); nullptr when empty. The count restarts
+  // from zero (a push racing with the take may be counted on either side: the count only
+  // decides when a pusher collects).
+  void* take_chain() {
+    count_.store(0, std::memory_order_relaxed);
+    return head_.exchange(nullptr, std::memory_order_acquire);
+  }
+  // The region after p in a taken chain.
+  static void* next(void* p) { return link(p); }
+
   // Takes every region: calls visit(void*) for each, in some order.
   template <class Visit>
   void take_all(Visit&& visit) {
-    void* p = head_.exchange(nullptr, std::memory_order_acquire);
-    std::size_t taken = 0;
-    while (p != nullptr) {
-      void* next = link(p);
+    for (void* p = take_chain(); p != nullptr;) {
+      void* after = next(p);
       visit(p);
-      p = next;
-      ++taken;
+      p = after;
     }
-    count_.fetch_sub(taken, std::memory_order_relaxed);
   }
 
   [[nodiscard]] std::size_t count() const { return count_.load(std::memory_order_relaxed); }

@@ -127,7 +127,9 @@ void ThreadCache::push_overflowing(unsigned size_class, void* p) {
   const unsigned room = capacity(size_class) - bin.limit;
   const unsigned step = bin.limit < room ? bin.limit : room;
   std::uint32_t count = bin.count.load(std::memory_order_relaxed);
-  if (step != 0 && grown_bytes_ + step * size <= kBudgetBytes) {
+  // A bin that holds other arenas' regions (a thread freeing what others allocated) does not
+  // grow: what it would keep there is memory its owners cannot reuse.
+  if (step != 0 && !bin.mixed && grown_bytes_ + step * size <= kBudgetBytes) {
     bin.limit += step;
     grown_bytes_ += step * size;
   } else {

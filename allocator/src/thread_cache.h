@@ -4,7 +4,8 @@
 // Each class's stack starts with room for initial_limit(class) regions (64, or 32 KiB worth
 // for the larger classes) and grows, as tcmalloc's free lists do, when a thread frees more of
 // that class than it holds: an overflow raises the class's limit (doubling it, up to
-// capacity(class)) while the thread's budget allows, and only flushes when it does not. The
+// capacity(class)) while the thread's budget allows, and only flushes when it does not. A bin
+// holding regions of other arenas (below) never grows: it flushes at its first limit. The
 // budget, kBudgetBytes, bounds the bytes by which one thread's limits may grow above their
 // initial ones. The storage for every class's largest stack is reserved in the cache record;
 // its pages are touched only as stacks fill.
