@@ -68,10 +68,10 @@
 namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
-constexpr std::size_t kAppendValues = 262'144;                          // values per append
+constexpr std::size_t kAppendValues = 262'144;                              // values per append
 constexpr std::size_t kAppendBytes = kAppendValues * sizeof(std::int64_t);  // 2 MiB
 constexpr std::size_t kAppends = 256;
-constexpr std::size_t kFinalBytes = kAppends * kAppendBytes;            // 512 MiB
+constexpr std::size_t kFinalBytes = kAppends * kAppendBytes;  // 512 MiB
 constexpr std::size_t kAlignment = 64;
 constexpr std::size_t kPageBytes = 4096;
 static_assert(kAppendBytes == 2 * kMiB);
@@ -86,8 +86,8 @@ concept GrowthStrategy = requires(S s, const S cs, std::byte* p, std::size_t n,
   // Returns a buffer of new_capacity bytes whose first `used` bytes are those of `old`
   // (old == nullptr on the first call), or nullptr with `old` still valid.
   { s.grow(p, n, n) } -> std::same_as<std::byte*>;
-  s.release(p);        // frees what grow returned last
-  cs.report(state);    // adds the strategy's own counters, totals since construction
+  s.release(p);      // frees what grow returned last
+  cs.report(state);  // adds the strategy's own counters, totals since construction
 };
 
 // Counts what a growth copies: a reallocation memcpys the old block when it moves it, and
@@ -99,9 +99,9 @@ class MoveCopies {
   }
 
   void report(benchmark::State& state) const {
-    state.counters["bytes_copied"] = benchmark::Counter(
-        static_cast<double>(copied_), benchmark::Counter::kAvgIterations,
-        benchmark::Counter::kIs1024);
+    state.counters["bytes_copied"] =
+        benchmark::Counter(static_cast<double>(copied_), benchmark::Counter::kAvgIterations,
+                           benchmark::Counter::kIs1024);
   }
 
  private:
@@ -187,9 +187,9 @@ class MimallocReallocAligned {
 
   std::byte* grow(std::byte* old, std::size_t used, std::size_t new_capacity) {
     const auto& api = pagemalloc::bench::mimalloc();
-    auto* grown = static_cast<std::byte*>(
-        old == nullptr ? api.malloc_aligned(new_capacity, kAlignment)
-                       : api.realloc_aligned(old, new_capacity, kAlignment));
+    auto* grown = static_cast<std::byte*>(old == nullptr
+                                              ? api.malloc_aligned(new_capacity, kAlignment)
+                                              : api.realloc_aligned(old, new_capacity, kAlignment));
     copies_.count(old, grown, used);
     return grown;
   }
@@ -214,8 +214,8 @@ class PagemallocRallocx {
 
   std::byte* grow(std::byte* old, std::size_t, std::size_t new_capacity) {
     // rallocx, like jemalloc's, requires a live pointer: the first allocation is a mallocx.
-    void* grown = old == nullptr ? pm_mallocx(new_capacity, kFlags)
-                                 : pm_rallocx(old, new_capacity, kFlags);
+    void* grown =
+        old == nullptr ? pm_mallocx(new_capacity, kFlags) : pm_rallocx(old, new_capacity, kFlags);
     return static_cast<std::byte*>(grown);
   }
 
@@ -228,12 +228,12 @@ class PagemallocRallocx {
       return static_cast<double>(now - then);
     };
     state.counters["bytes_copied"] =
-        benchmark::Counter(delta(after.copied, before_.copied),
-                           benchmark::Counter::kAvgIterations, benchmark::Counter::kIs1024);
+        benchmark::Counter(delta(after.copied, before_.copied), benchmark::Counter::kAvgIterations,
+                           benchmark::Counter::kIs1024);
     state.counters["grown_in_place"] = benchmark::Counter(
         delta(after.grown_in_place, before_.grown_in_place), benchmark::Counter::kAvgIterations);
-    state.counters["pm_moved"] = benchmark::Counter(delta(after.moved, before_.moved),
-                                                    benchmark::Counter::kAvgIterations);
+    state.counters["pm_moved"] =
+        benchmark::Counter(delta(after.moved, before_.moved), benchmark::Counter::kAvgIterations);
   }
 
  private:
@@ -246,8 +246,8 @@ class PrefaultedRegion {
   static constexpr bool kAligned = true;
 
   PrefaultedRegion() {
-    void* region = mmap(nullptr, kFinalBytes, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* region =
+        mmap(nullptr, kFinalBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (region == MAP_FAILED) return;
     region_ = static_cast<std::byte*>(region);
     std::memset(region_, 0xa5, kFinalBytes);  // fault every page in, outside the timed part
@@ -269,8 +269,8 @@ class PrefaultedRegion {
   void release(std::byte*) {}
 
   void report(benchmark::State& state) const {
-    state.counters["bytes_copied"] = benchmark::Counter(0, benchmark::Counter::kAvgIterations,
-                                                        benchmark::Counter::kIs1024);
+    state.counters["bytes_copied"] =
+        benchmark::Counter(0, benchmark::Counter::kAvgIterations, benchmark::Counter::kIs1024);
   }
 
  private:
@@ -306,8 +306,8 @@ BuildResult build_column(Strategy& strategy) {
       std::byte* grown = strategy.grow(data, used, new_capacity);
       if (grown == nullptr) {
         if (data != nullptr) strategy.release(data);
-        result.error = fmt::format("could not grow the buffer from {} to {} MiB",
-                                   capacity / kMiB, new_capacity / kMiB);
+        result.error = fmt::format("could not grow the buffer from {} to {} MiB", capacity / kMiB,
+                                   new_capacity / kMiB);
         return result;
       }
       if (Strategy::kAligned && reinterpret_cast<std::uintptr_t>(grown) % kAlignment != 0) {
@@ -380,11 +380,8 @@ void BM_ArrowBuilder(benchmark::State& state) {
 
 // One build per repetition, three repetitions as in the post, each reported on its own line.
 void one_build_three_times(benchmark::internal::Benchmark* b) {
-  b->Iterations(1)
-      ->Repetitions(3)
-      ->ReportAggregatesOnly(false)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
+  b->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(false)->UseRealTime()->Unit(
+      benchmark::kMillisecond);
 }
 
 BENCHMARK_TEMPLATE(BM_ArrowBuilder, GlibcAlignedAllocMemcpy)->Apply(one_build_three_times);

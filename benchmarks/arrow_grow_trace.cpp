@@ -48,7 +48,9 @@ constexpr int kJemallocAlign = pagemalloc::bench::JemallocApi::align(kAlignment)
 
 constexpr AlignedApi kJemalloc{
     [](std::size_t n) { return pagemalloc::bench::jemalloc().mallocx(n, kJemallocAlign); },
-    [](void* p, std::size_t n) { return pagemalloc::bench::jemalloc().rallocx(p, n, kJemallocAlign); },
+    [](void* p, std::size_t n) {
+      return pagemalloc::bench::jemalloc().rallocx(p, n, kJemallocAlign);
+    },
     [](void* p) { pagemalloc::bench::jemalloc().dallocx(p, kJemallocAlign); }};
 
 constexpr AlignedApi kMimalloc{
@@ -100,8 +102,9 @@ bool build_once(const AlignedApi& api, int rep) {
 }
 
 int usage() {
-  fmt::print(stderr, "usage: arrow_grow_trace jemalloc|mimalloc|pagemalloc [--reps N] "
-                     "[--prewarm MIB]\n(jemalloc and mimalloc must be preloaded)\n");
+  fmt::print(stderr,
+             "usage: arrow_grow_trace jemalloc|mimalloc|pagemalloc [--reps N] "
+             "[--prewarm MIB]\n(jemalloc and mimalloc must be preloaded)\n");
   return 2;
 }
 

@@ -42,9 +42,9 @@ inline void add_context() {
   benchmark::AddCustomContext("pagemalloc.counters", PAGEMALLOC_BENCH_COUNTERS ? "on" : "off");
   benchmark::AddCustomContext("pagemalloc.checks", PAGEMALLOC_BENCH_CHECKS ? "on" : "off");
   long decay_ms = 0;
-  benchmark::AddCustomContext(
-      "pagemalloc.decay_ms",
-      pm_ctl("decay_ms", &decay_ms, nullptr) == 0 ? fmt::format("{}", decay_ms) : "unknown");
+  benchmark::AddCustomContext("pagemalloc.decay_ms", pm_ctl("decay_ms", &decay_ms, nullptr) == 0
+                                                         ? fmt::format("{}", decay_ms)
+                                                         : "unknown");
   const char* conf = std::getenv("PAGEMALLOC_CONF");
   benchmark::AddCustomContext("pagemalloc.conf", conf != nullptr ? conf : "");
   benchmark::AddCustomContext("thp", transparent_huge_pages());

@@ -27,8 +27,8 @@ Function* preloaded(const char* name) {
 // jemalloc's *allocx API, as Apache Arrow used it.
 struct JemallocApi {
   void* (*mallocx)(std::size_t size, int flags) = preloaded<void*(std::size_t, int)>("mallocx");
-  void* (*rallocx)(void* ptr, std::size_t size, int flags) =
-      preloaded<void*(void*, std::size_t, int)>("rallocx");
+  void* (*rallocx)(void* ptr, std::size_t size,
+                   int flags) = preloaded<void*(void*, std::size_t, int)>("rallocx");
   void (*dallocx)(void* ptr, int flags) = preloaded<void(void*, int)>("dallocx");
 
   // MALLOCX_ALIGN(a): the base-2 logarithm of the alignment, in the low bits of the flags.

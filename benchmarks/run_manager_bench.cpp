@@ -36,7 +36,8 @@
 //
 //   Time, CPU            nanoseconds per op (wall, CPU)
 //   items_per_second     ops per second of CPU time
-//   nodes_visited, rotations, map_reads, map_writes, splits, coalesces, grows_in_place, chunks_added
+//   nodes_visited, rotations, map_reads, map_writes, splits, coalesces, grows_in_place,
+//   chunks_added
 //                        the run manager's counters over the timed loop, per op; zero unless
 //                        the run managers count (run_manager_bench_counted, or a build with
 //                        -DPAGEMALLOC_COUNTERS=ON)
@@ -87,7 +88,7 @@ using pagemalloc::RunCounterValues;
 
 constexpr std::size_t kMinRunPages = 1;
 constexpr std::size_t kMaxRunPages = 8;
-constexpr std::uint64_t kSeed = 2008;                       // the post's year; any fixed value
+constexpr std::uint64_t kSeed = 2008;  // the post's year; any fixed value
 constexpr std::size_t kSizeSequenceLength = std::size_t{1} << 16;  // sizes of the timed loop
 static_assert(std::has_single_bit(kSizeSequenceLength));
 constexpr std::size_t kMinWindow = 4;
@@ -204,7 +205,7 @@ class FragmentedHeap {
   std::vector<Run> allocated_;      // while building: every run taken so far
   std::vector<std::byte*> chunks_;  // the chunk of every run ever taken (repeats included)
   std::vector<Run> window_;
-  std::size_t oldest_ = 0;          // the window's oldest run
+  std::size_t oldest_ = 0;  // the window's oldest run
   bool ok_ = true;
 };
 
@@ -278,8 +279,7 @@ BENCHMARK_TEMPLATE(BM_RunManager, pagemalloc::RbtreeRuns<LinuxPal>)->Apply(heap_
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::AddCustomContext("run_managers.counters",
-                              pagemalloc::kCountersEnabled ? "on" : "off");
+  benchmark::AddCustomContext("run_managers.counters", pagemalloc::kCountersEnabled ? "on" : "off");
   std::vector<char*> args = pagemalloc::bench::with_default_repetitions(argc, argv, 3);
   return pagemalloc::bench::run_main(static_cast<int>(args.size() - 1), args.data());
 }

@@ -16,7 +16,8 @@
 // the process), Pagemalloc (pm_malloc/pm_free), both in this one process, or ArenaReset: the
 // bump-arena way of the talk, on pagemalloc's explicit arenas — every chunk comes from
 // pm_mallocx(PM_ARENA(i)) and, instead of 1600 frees, one pm_arena_reset(i) ends the round
-// (each thread has its own arena). The chunks are not written: the measure is the allocator's own work.
+// (each thread has its own arena). The chunks are not written: the measure is the allocator's own
+// work.
 //
 // One iteration is one round of 1600 allocations and 1600 frees; items_per_second counts one
 // item per allocation+free pair. The threaded benchmarks use wall time, and Google Benchmark

@@ -149,7 +149,7 @@ struct Program {
   std::vector<ReplayOp> ops;
   std::size_t slots = 0;
   std::size_t managers = 0;
-  std::string recorded_variant;       // the run manager of the recording
+  std::string recorded_variant;  // the run manager of the recording
   std::uint32_t recorded_first_run_page = 0;
   std::uint64_t recorded_pid = 0;
   std::uintmax_t file_bytes = 0;
@@ -287,11 +287,8 @@ std::optional<Program> load_trace(const std::string& path) {
       }
       case TraceOp::Purge:
       case TraceOp::PurgeOldest:
-      case TraceOp::AdvanceClock:
-        op.value = r.argument;
-        break;
-      case TraceOp::Header:
-        break;
+      case TraceOp::AdvanceClock: op.value = r.argument; break;
+      case TraceOp::Header: break;
     }
     ++program.tally.by_op[static_cast<std::size_t>(r.op)];
     program.ops.push_back(op);
@@ -344,9 +341,7 @@ class Replay {
           if constexpr (kMeasure) outcome.same_places += place(run) == op.value ? 1 : 0;
           break;
         }
-        case TraceOp::Free:
-          runs.free(run);
-          break;
+        case TraceOp::Free: runs.free(run); break;
         case TraceOp::GrowInPlace: {
           const bool grown = runs.grow_in_place(run, n);
           if (grown == op.recorded_grown) [[likely]] {
@@ -367,17 +362,10 @@ class Replay {
             run.pages = run.pages - n;
           }
           break;
-        case TraceOp::Purge:
-          runs.purge(op.value);
-          break;
-        case TraceOp::PurgeOldest:
-          runs.purge_oldest(PageCount(op.value));
-          break;
-        case TraceOp::AdvanceClock:
-          runs.advance_clock(op.value);
-          break;
-        case TraceOp::Header:
-          break;
+        case TraceOp::Purge: runs.purge(op.value); break;
+        case TraceOp::PurgeOldest: runs.purge_oldest(PageCount(op.value)); break;
+        case TraceOp::AdvanceClock: runs.advance_clock(op.value); break;
+        case TraceOp::Header: break;
       }
       if constexpr (kMeasure) follow_memory(outcome.memory);
     }
@@ -566,8 +554,10 @@ void replay_benchmark(benchmark::State& state, const Program& program,
                        Layout::kHeaderPages.bytes());
   }
   auto& pal = [&]() -> auto& {
-    if constexpr (kPal == PalChoice::Linux) return *linux_pal; else return *pooled_pal;
-  }();
+    if constexpr (kPal == PalChoice::Linux) return *linux_pal;
+    else return *pooled_pal;
+  }
+  ();
 
   std::uint64_t replay_ns = 0;
   for (auto _ : state) {
@@ -637,20 +627,19 @@ bool register_variant(const Program& program, std::span<const PalChoice> pals) {
 }
 
 template <class... V>
-bool register_variants(const Program& program, std::span<const PalChoice> pals,
-                       VariantList<V...>) {
+bool register_variants(const Program& program, std::span<const PalChoice> pals, VariantList<V...>) {
   return (register_variant<V>(program, pals) && ...);
 }
 
 std::string describe(const Program& program) {
-  std::string text = fmt::format("recorded with {}, {} bytes, {} calls, {} run managers:",
-                                 program.recorded_variant, program.file_bytes,
-                                 program.ops.size(), program.managers);
+  std::string text = fmt::format(
+      "recorded with {}, {} bytes, {} calls, {} run managers:", program.recorded_variant,
+      program.file_bytes, program.ops.size(), program.managers);
   for (std::uint8_t op = 1; op < pagemalloc::kTraceOpCount; ++op)
     text += fmt::format(" {}={}", op_name(TraceOp(op)), program.tally.by_op[op]);
   if (program.tally.failed_allocs_recorded != 0)
-    text += fmt::format(" (allocs failed in the recording: {})",
-                        program.tally.failed_allocs_recorded);
+    text +=
+        fmt::format(" (allocs failed in the recording: {})", program.tally.failed_allocs_recorded);
   return text;
 }
 
@@ -725,8 +714,7 @@ int main(int argc, char** argv) {
                                 describe(*programs.back()));
     if (!register_variants(*programs.back(), options.pals, Variants{})) return 1;
   }
-  benchmark::AddCustomContext("run_managers.counters",
-                              pagemalloc::kCountersEnabled ? "on" : "off");
+  benchmark::AddCustomContext("run_managers.counters", pagemalloc::kCountersEnabled ? "on" : "off");
   std::vector<char*> args = pagemalloc::bench::with_default_repetitions(argc, argv, 5);
   return pagemalloc::bench::run_main(static_cast<int>(args.size() - 1), args.data());
 }

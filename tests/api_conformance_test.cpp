@@ -135,7 +135,13 @@ pm_stats current_stats() {
 // ---------------------------------------------------------------------------------------------
 // Aligned allocation through every entry point that takes an alignment.
 
-enum class AlignedEntry { posix_memalign, aligned_alloc, memalign, mallocx_align, mallocx_lg_align };
+enum class AlignedEntry {
+  posix_memalign,
+  aligned_alloc,
+  memalign,
+  mallocx_align,
+  mallocx_lg_align
+};
 
 std::string entry_name(AlignedEntry entry) {
   switch (entry) {
@@ -163,7 +169,8 @@ void* allocate_aligned(AlignedEntry entry, unsigned lg_alignment, std::size_t si
     case AlignedEntry::aligned_alloc: return pm_aligned_alloc(alignment, size);
     case AlignedEntry::memalign: return pm_memalign(alignment, size);
     case AlignedEntry::mallocx_align:
-    case AlignedEntry::mallocx_lg_align: return pm_mallocx(size, mallocx_flags(entry, lg_alignment));
+    case AlignedEntry::mallocx_lg_align:
+      return pm_mallocx(size, mallocx_flags(entry, lg_alignment));
   }
   return nullptr;
 }
@@ -171,8 +178,7 @@ void* allocate_aligned(AlignedEntry entry, unsigned lg_alignment, std::size_t si
 void release_aligned(AlignedEntry entry, unsigned lg_alignment, void* p) {
   if (entry == AlignedEntry::mallocx_align || entry == AlignedEntry::mallocx_lg_align)
     pm_dallocx(p, mallocx_flags(entry, lg_alignment));
-  else
-    pm_free(p);
+  else pm_free(p);
 }
 
 class AlignedAllocation : public ::testing::TestWithParam<AlignedEntry> {};
@@ -328,8 +334,7 @@ TEST(LiveBlocks, NeverOverlapAndKeepTheirContents) {
 // ---------------------------------------------------------------------------------------------
 // Reallocation keeps contents across small, large and huge, in both directions.
 
-const std::size_t kResizeChain[] = {24,       5000,      40000, 3 * MiB, 100 * MiB,
-                                    3 * MiB,  40000,     5000,  24};
+const std::size_t kResizeChain[] = {24, 5000, 40000, 3 * MiB, 100 * MiB, 3 * MiB, 40000, 5000, 24};
 
 // Runs the resize chain through `resize`, filling each block's whole usable size with a fresh
 // pattern and checking that the next block starts with it (as far as both blocks reach).
@@ -659,7 +664,8 @@ TEST(Statistics, AllocatedFollowsAllocationAndFree) {
 
 TEST(Statistics, AllocatedFitsInActiveWhichFitsInMapped) {
   std::vector<void*> blocks;
-  for (std::size_t size : {8ul, 100ul, 3000ul, 40000ul, 1 * MiB, 8 * MiB}) blocks.push_back(pm_malloc(size));
+  for (std::size_t size : {8ul, 100ul, 3000ul, 40000ul, 1 * MiB, 8 * MiB})
+    blocks.push_back(pm_malloc(size));
   const pm_stats stats = current_stats();
   EXPECT_LE(stats.allocated, stats.active);
   EXPECT_LE(stats.active, stats.mapped);
@@ -696,7 +702,8 @@ std::string captured_stats_output(int json) {
   std::string text;
   char buffer[4096];
   ::lseek(fd, 0, SEEK_SET);
-  for (ssize_t n; (n = ::read(fd, buffer, sizeof(buffer))) > 0;) text.append(buffer, std::size_t(n));
+  for (ssize_t n; (n = ::read(fd, buffer, sizeof(buffer))) > 0;)
+    text.append(buffer, std::size_t(n));
   std::fclose(file);
   return text;
 }
@@ -957,7 +964,8 @@ TEST(AutomaticArenas, BlocksFreedByAnotherThreadGoBackToTheirArena) {
     void* mine = pm_malloc(48);
     consumer_arena = arena_of(mine);
     pm_free(mine);
-    for (void* p : blocks) pm_free(p);  // into this thread's cache, then back to the producer's arena
+    for (void* p : blocks)
+      pm_free(p);  // into this thread's cache, then back to the producer's arena
   });
   consumer.join();
   EXPECT_NE(producer_arena, consumer_arena) << "two threads in a row share an arena";

@@ -62,7 +62,7 @@ TEST(ZeroSize, EveryEntryPointReturnsAUniqueFreeablePointer) {
   void* from_memalign = pm_memalign(64, 0);
   void* from_posix_memalign = nullptr;
   ASSERT_EQ(pm_posix_memalign(&from_posix_memalign, 64, 0), 0);
-  void* const blocks[] = {from_malloc,   from_calloc,   from_realloc,
+  void* const blocks[] = {from_malloc,        from_calloc,   from_realloc,
                           from_aligned_alloc, from_memalign, from_posix_memalign};
   for (std::size_t i = 0; i < std::size(blocks); ++i) {
     EXPECT_NE(blocks[i], nullptr) << "entry point #" << i;
@@ -474,9 +474,7 @@ void free_twice(std::size_t size) {
   pm_free(p);
 }
 
-TEST_F(MisuseDeathTest, DoubleFreeOfSmallBlockAborts) {
-  EXPECT_DEATH(free_twice(64), kDoubleFree);
-}
+TEST_F(MisuseDeathTest, DoubleFreeOfSmallBlockAborts) { EXPECT_DEATH(free_twice(64), kDoubleFree); }
 
 TEST_F(MisuseDeathTest, DoubleFreeOfLargeBlockAborts) {
   EXPECT_DEATH(free_twice(100 * KiB), kDoubleFree);
@@ -539,8 +537,8 @@ TEST_F(MisuseDeathTest, FreeOfPointerIntoStaticArrayAborts) {
 TEST_F(MisuseDeathTest, FreeOfPointerIntoForeignMappingAborts) {
   EXPECT_DEATH(
       {
-        void* page = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                            -1, 0);
+        void* page =
+            ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         pm_free(page);
       },
       kNotOurs);

@@ -33,8 +33,10 @@ class LayoutPrinter {
   void print(const char* what, const void* p) {
     const auto address = reinterpret_cast<std::uintptr_t>(p);
     const auto [it, added] = ordinals_.try_emplace(address / kChunk, ordinals_.size());
-    std::fputs(fmt::format("{}{} chunk {} offset {:#x}\n", kLinePrefix, what, it->second,
-                           address % kChunk).c_str(), stdout);
+    std::fputs(
+        fmt::format("{}{} chunk {} offset {:#x}\n", kLinePrefix, what, it->second, address % kChunk)
+            .c_str(),
+        stdout);
   }
 
  private:

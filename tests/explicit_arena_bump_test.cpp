@@ -119,8 +119,8 @@ TEST(BumpArenaBlocks, EverySizeIsBumpedAlignedAndUsableToItsEnd) {
   ASSERT_NE(arena.index(), 0u);
   std::vector<std::pair<void*, std::size_t>> blocks;
   unsigned salt = 0;
-  for (std::size_t size : {0ul, 1ul, 8ul, 15ul, 16ul, 17ul, 100ul, 255ul, 256ul, 1000ul,
-                           4097ul, 16 * KiB}) {
+  for (std::size_t size :
+       {0ul, 1ul, 8ul, 15ul, 16ul, 17ul, 100ul, 255ul, 256ul, 1000ul, 4097ul, 16 * KiB}) {
     for (int copy = 0; copy < 3; ++copy) {
       void* p = pm_mallocx(size, arena.flags());
       ASSERT_NE(p, nullptr) << size;

@@ -39,9 +39,8 @@ constexpr std::size_t KiB = 1024;
 constexpr std::size_t MiB = 1024 * KiB;
 
 // Sizes of every kind, some odd, some on a boundary.
-constexpr std::size_t kSizesOfEveryKind[] = {1,        8,        33,       64,       65,
-                                             4097,     8192,     16 * KiB, 16 * KiB + 1,
-                                             100 * KiB, 1 * MiB,  3 * MiB,  9 * MiB + 5};
+constexpr std::size_t kSizesOfEveryKind[] = {
+    1, 8, 33, 64, 65, 4097, 8192, 16 * KiB, 16 * KiB + 1, 100 * KiB, 1 * MiB, 3 * MiB, 9 * MiB + 5};
 
 bool is_aligned(const void* p, std::size_t alignment) {
   return reinterpret_cast<std::uintptr_t>(p) % alignment == 0;
@@ -59,7 +58,9 @@ pm_stats heap_stats() {
   return out;
 }
 
-unsigned char pattern(std::size_t i, unsigned salt) { return static_cast<unsigned char>(i * 7 + salt); }
+unsigned char pattern(std::size_t i, unsigned salt) {
+  return static_cast<unsigned char>(i * 7 + salt);
+}
 
 // Writes the block's first and last bytes and one byte per 512 between them.
 void stamp(void* p, std::size_t size, unsigned salt) {
@@ -390,7 +391,8 @@ void reset_rounds_keep_invariants(std::uint64_t seed) {
       if (b.large) {
         arena->free_large(b.p, pagemalloc::PageCount(b.pages));
       } else {
-        auto e = pagemalloc::page_entry(pagemalloc::chunk_base_of(b.p), pagemalloc::page_index_of(b.p));
+        auto e =
+            pagemalloc::page_entry(pagemalloc::chunk_base_of(b.p), pagemalloc::page_index_of(b.p));
         arena->free_small(static_cast<pagemalloc::Slab*>(e.slab_descriptor()), b.p, "test");
       }
     }
@@ -493,10 +495,10 @@ TEST(ArenaResource, PmrContainersLiveInTheArena) {
     for (std::uint64_t i = 0; i < 100000; ++i) values.push_back(i * i);
     std::pmr::unordered_map<std::pmr::string, std::uint64_t> index(&resource);
     for (std::uint64_t i = 0; i < 10000; ++i)
-      index.emplace(std::pmr::string("a key long enough to leave the small-string buffer " +
-                                         std::to_string(i),
-                                     &resource),
-                    i);
+      index.emplace(
+          std::pmr::string(
+              "a key long enough to leave the small-string buffer " + std::to_string(i), &resource),
+          i);
     EXPECT_GT(resource.stats().blocks, 10000u);
     for (std::uint64_t i = 0; i < 100000; ++i) ASSERT_EQ(values[i], i * i);
     for (std::uint64_t i = 0; i < 10000; i += 97) {

@@ -206,8 +206,8 @@ struct SweepRun {
 TEST_F(FaultInjection, EveryStepOfAFixedSequence) {
   constexpr std::uint64_t kSteps = 120;
   // Smaller blocks than the other tests': each of the runs faults its pages in afresh.
-  constexpr Sizes kSweepSizes{.large_max = 128 * kKiB, .huge_max = 2 * kMiB + 256 * kKiB,
-                              .huge_percent = 15};
+  constexpr Sizes kSweepSizes{
+      .large_max = 128 * kKiB, .huge_max = 2 * kMiB + 256 * kKiB, .huge_percent = 15};
   constexpr std::uint64_t kMaxRuns = 400;
   const std::uint64_t seed = base_seed() + 200;
   SCOPED_TRACE(fmt::format("seed {:#x} (set PAGEMALLOC_TEST_SEED to replay)", seed - 200));
@@ -254,10 +254,11 @@ TEST_F(FaultInjection, EveryStepOfAFixedSequence) {
     hit += r.failures;
     refused += r.refused;
   }
-  fmt::print("sweep: {} steps make {} OS calls (reserve {}, commit {}, grow {}, move {}); "
-             "{} runs, {} with the failure reached, {} calls refused\n",
-             kSteps, dry.os_calls, calls_by_kind[0], calls_by_kind[1], calls_by_kind[2],
-             calls_by_kind[3], runs, hit, refused);
+  fmt::print(
+      "sweep: {} steps make {} OS calls (reserve {}, commit {}, grow {}, move {}); "
+      "{} runs, {} with the failure reached, {} calls refused\n",
+      kSteps, dry.os_calls, calls_by_kind[0], calls_by_kind[1], calls_by_kind[2], calls_by_kind[3],
+      runs, hit, refused);
   // The runs replay the same calls up to the failing one, so nearly every run reaches it
   // (the kernel's choice of addresses may change a huge block's path now and then).
   EXPECT_GE(hit * 10, runs * 9);

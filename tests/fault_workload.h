@@ -116,10 +116,22 @@ class FaultWorkload {
     int flags = 0;       // the same, as *allocx flags
   };
   enum class Op {
-    Malloc, Calloc, Mallocx, AlignedAlloc, PosixMemalign,
-    Realloc, Rallocx, Xallocx,
-    Free, Dallocx, Sdallocx,
-    ArenaCreate, ArenaReset, ArenaDestroy, Purge, Decay,
+    Malloc,
+    Calloc,
+    Mallocx,
+    AlignedAlloc,
+    PosixMemalign,
+    Realloc,
+    Rallocx,
+    Xallocx,
+    Free,
+    Dallocx,
+    Sdallocx,
+    ArenaCreate,
+    ArenaReset,
+    ArenaDestroy,
+    Purge,
+    Decay,
   };
   static constexpr double kWeights[] = {12, 4, 14, 3, 3, 12, 14, 6, 8, 4, 4, 1, 1, 1, 1, 1};
   static constexpr std::size_t kMaxLive = 48;
@@ -186,20 +198,21 @@ class FaultWorkload {
   void step() {
     ++steps_;
     switch (const Op op = choose()) {
-      case Op::Malloc: case Op::Calloc: case Op::Mallocx: case Op::AlignedAlloc:
-      case Op::PosixMemalign:
-        return allocate(op);
-      case Op::Realloc: case Op::Rallocx:
-        return reallocate(op);
-      case Op::Xallocx:
-        return resize_in_place();
-      case Op::Free: case Op::Dallocx: case Op::Sdallocx:
-        return free_one(op);
-      case Op::ArenaCreate: case Op::ArenaReset: case Op::ArenaDestroy:
-        return arena_call(op);
-      case Op::Purge:
-        pm_purge();
-        return check_accounting("pm_purge()");
+      case Op::Malloc:
+      case Op::Calloc:
+      case Op::Mallocx:
+      case Op::AlignedAlloc:
+      case Op::PosixMemalign: return allocate(op);
+      case Op::Realloc:
+      case Op::Rallocx: return reallocate(op);
+      case Op::Xallocx: return resize_in_place();
+      case Op::Free:
+      case Op::Dallocx:
+      case Op::Sdallocx: return free_one(op);
+      case Op::ArenaCreate:
+      case Op::ArenaReset:
+      case Op::ArenaDestroy: return arena_call(op);
+      case Op::Purge: pm_purge(); return check_accounting("pm_purge()");
       case Op::Decay: {
         const long decay = chance(0.5) ? 0 : 10000;
         EXPECT_EQ(pm_ctl("decay_ms", nullptr, &decay), 0);

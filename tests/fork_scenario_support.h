@@ -78,12 +78,13 @@ inline int fork_and_allocate_in_child() {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 3;
 }
 
-// Signals from a timer every 500 microseconds (a fork takes a few hundred: many land inside one); the handler forks, and its child exits at once.
+// Signals from a timer every 500 microseconds (a fork takes a few hundred: many land inside one);
+// the handler forks, and its child exits at once.
 class ForkingSignalHandler {
  public:
   ForkingSignalHandler() {
     ::signal(SIGCHLD, SIG_IGN);  // the handler's children are reaped by the kernel
-    struct sigaction action{};
+    struct sigaction action {};
     action.sa_handler = &on_signal;
     action.sa_flags = SA_RESTART;
     ::sigaction(SIGUSR1, &action, nullptr);

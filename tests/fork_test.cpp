@@ -5,8 +5,8 @@
 // explicit arena and create and destroy others, the main thread forks again and again. Each
 // child allocates and frees a lot of every kind, checks what it wrote, takes statistics,
 // purges, uses the parent's explicit arena and one of its own, starts a thread of its own
-// that allocates, and exits with 0, or with a code naming the first check that failed. A child that deadlocks on
-// a lock held by a thread that did not survive the fork is killed by an alarm, and the
+// that allocates, and exits with 0, or with a code naming the first check that failed. A child that
+// deadlocks on a lock held by a thread that did not survive the fork is killed by an alarm, and the
 // parent reports the signal.
 //
 // The child touches no allocator but pagemalloc (its arrays are on the stack): the system
@@ -74,9 +74,9 @@ bool intact(const Block& b) {
 
 std::size_t size_of_kind(std::mt19937_64& rng) {
   const unsigned kind = unsigned(rng() % 100);
-  if (kind < 80) return 1 + rng() % 2048;                 // small
-  if (kind < 97) return 20 * KiB + rng() % (900 * KiB);   // large
-  return 3 * MiB + rng() % (6 * MiB);                     // huge
+  if (kind < 80) return 1 + rng() % 2048;                // small
+  if (kind < 97) return 20 * KiB + rng() % (900 * KiB);  // large
+  return 3 * MiB + rng() % (6 * MiB);                    // huge
 }
 
 // The parent's workers: allocation traffic on every lock of the heap until told to stop.
@@ -234,7 +234,6 @@ int child_workload(unsigned round, unsigned parent_arena = 0) {
   ::alarm(0);
   return 0;
 }
-
 
 std::string describe_exit(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));

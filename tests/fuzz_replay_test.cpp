@@ -31,7 +31,8 @@ constexpr std::uint64_t kCheckEvery = 256;
 constexpr std::uint64_t kDefaultSeed = 0x5eed'f022;
 
 std::uint64_t base_seed() {
-  if (const char* text = std::getenv("PAGEMALLOC_TEST_SEED")) return std::strtoull(text, nullptr, 0);
+  if (const char* text = std::getenv("PAGEMALLOC_TEST_SEED"))
+    return std::strtoull(text, nullptr, 0);
   return kDefaultSeed;
 }
 

@@ -114,7 +114,9 @@ TEST(PageEntry, SlabRoundTripsDescriptorClassAndPageInSlab) {
   };
   auto descriptors = std::make_unique<Descriptor[]>(8);
   const void* addresses[] = {
-      &descriptors[0], &descriptors[1], &descriptors[7],
+      &descriptors[0],
+      &descriptors[1],
+      &descriptors[7],
       reinterpret_cast<const void*>(std::uintptr_t{0x0000'ffff'ffff'ffc0}),
       reinterpret_cast<const void*>(std::uintptr_t{0x0000'8000'0000'0000}),
       reinterpret_cast<const void*>(std::uintptr_t{0x40}),
@@ -261,8 +263,7 @@ void ExpectLayoutFitsItsHeader() {
   EXPECT_EQ(Layout::kInfoOffset, sizeof(PageEntry) * kPagesPerChunk);
   EXPECT_GE(Layout::kNodesOffset, Layout::kInfoOffset + sizeof(ChunkInfo));
   EXPECT_EQ(Layout::kNodesOffset % alignof(Node), 0u);
-  EXPECT_LE(Layout::kNodesOffset + sizeof(Node) * kPagesPerChunk,
-            Layout::kHeaderPages.bytes());
+  EXPECT_LE(Layout::kNodesOffset + sizeof(Node) * kPagesPerChunk, Layout::kHeaderPages.bytes());
   // The header is the fewest pages that hold all of it.
   EXPECT_GT(Layout::kNodesOffset + sizeof(Node) * kPagesPerChunk,
             (Layout::kHeaderPages - PageCount(1)).bytes());

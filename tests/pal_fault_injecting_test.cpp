@@ -65,12 +65,12 @@ TEST(FaultInjectingPal, OnlyTheArmedKindsFailAndCount) {
   kinds_injector.fail_nth(2, {PalCall::Commit});
   void* p = pal.reserve(kChunkSize, kChunkSize);
   ASSERT_NE(p, nullptr);
-  EXPECT_TRUE(pal.commit(p, kPageSize));   // commit #1
+  EXPECT_TRUE(pal.commit(p, kPageSize));          // commit #1
   void* q = pal.reserve(kChunkSize, kChunkSize);  // not armed: neither fails nor counts
   ASSERT_NE(q, nullptr);
   EXPECT_TRUE(pal.grow(q, kChunkSize, 2 * kChunkSize));  // the fake grows its last reservation
-  EXPECT_FALSE(pal.commit(p, kPageSize));  // commit #2
-  EXPECT_TRUE(pal.commit(p, kPageSize));   // #3
+  EXPECT_FALSE(pal.commit(p, kPageSize));                // commit #2
+  EXPECT_TRUE(pal.commit(p, kPageSize));                 // #3
   EXPECT_EQ(kinds_injector.armed_calls(), 3u);
   EXPECT_EQ(kinds_injector.failures(PalCall::Commit), 1u);
   EXPECT_EQ(kinds_injector.failures(PalCall::Reserve), 0u);

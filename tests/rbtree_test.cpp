@@ -81,7 +81,9 @@ template <class Tree>
 class TreeModel {
  public:
   TreeModel(Tree& tree, std::size_t max_nodes, std::uint64_t seed)
-      : tree_(tree), nodes_(std::make_unique<TestNode[]>(max_nodes)), max_nodes_(max_nodes),
+      : tree_(tree),
+        nodes_(std::make_unique<TestNode[]>(max_nodes)),
+        max_nodes_(max_nodes),
         rng_(seed) {
     for (std::size_t i = 0; i < max_nodes; ++i) {
       nodes_[i].id = int(i);
@@ -147,7 +149,9 @@ class TreeModel {
 
   static int id_of(const TestNode* n) { return n == nullptr ? -1 : n->id; }
   template <class It>
-  int model_id(It it) const { return it == model_.end() ? -1 : it->second; }
+  int model_id(It it) const {
+    return it == model_.end() ? -1 : it->second;
+  }
 
   void check_bounds(int key) {
     ASSERT_EQ(id_of(tree_.lower_bound(key)), model_id(model_.lower_bound(key))) << "key " << key;

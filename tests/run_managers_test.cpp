@@ -33,8 +33,8 @@
 
 #include "pagemap/counters.h"
 #include "pagemap/page_map.h"
-#include "pagemap/pages.h"
 #include "pagemap/pagemap_runs.h"
+#include "pagemap/pages.h"
 #include "pagemap/pal_fake.h"
 #include "pagemap/run_manager.h"
 #include "rbtree/hybrid_runs.h"
@@ -60,7 +60,7 @@ static_assert(RunManager<PagemapRuns<FakePal>>);
 static_assert(RunManager<HybridRuns<FakePal>>);
 static_assert(RunManager<RbtreeRuns<FakePal>>);
 
-constexpr std::size_t kModelPalCapacity = std::size_t{256} << 20;  // 128 chunks
+constexpr std::size_t kModelPalCapacity = std::size_t{256} << 20;    // 128 chunks
 constexpr std::size_t kDirectedPalCapacity = std::size_t{32} << 20;  // 16 chunks
 
 template <class Runs>
@@ -107,9 +107,9 @@ testing::AssertionResult HasPattern(PageRun run, std::uint8_t tag) {
     if (first != FirstBytePattern(tag, page) || last != LastBytePattern(tag, page)) {
       return testing::AssertionFailure()
              << "page " << i << " of the run at " << static_cast<void*>(run.base()) << " ("
-             << run.pages.value() << " pages) lost its pattern: first byte " << first
-             << " (want " << unsigned(FirstBytePattern(tag, page)) << "), last byte " << last
-             << " (want " << unsigned(LastBytePattern(tag, page)) << ")";
+             << run.pages.value() << " pages) lost its pattern: first byte " << first << " (want "
+             << unsigned(FirstBytePattern(tag, page)) << "), last byte " << last << " (want "
+             << unsigned(LastBytePattern(tag, page)) << ")";
     }
   }
   return testing::AssertionSuccess();
@@ -120,9 +120,8 @@ testing::AssertionResult ReadsZero(PageRun run) {
   for (std::size_t i = 0; i < run.pages.value(); ++i) {
     const std::byte* page = run.base() + i * kPageSize;
     if (page[0] != std::byte{0} || page[kPageSize - 1] != std::byte{0}) {
-      return testing::AssertionFailure()
-             << "page " << i << " of the run at " << static_cast<void*>(run.base())
-             << " is not zero";
+      return testing::AssertionFailure() << "page " << i << " of the run at "
+                                         << static_cast<void*>(run.base()) << " is not zero";
     }
   }
   return testing::AssertionSuccess();
@@ -159,7 +158,7 @@ struct OperationMix {
   int free_part = 0;  // the head (trim_head) or the tail (shrink_in_place) of a live run
   int grow = 0;
   int shrink = 0;
-  int purge = 0;      // advance the clock, then purge
+  int purge = 0;  // advance the clock, then purge
   std::size_t max_live_runs = 0;
 };
 
@@ -185,9 +184,9 @@ class RunManagerModel {
   explicit RunManagerModel(std::uint64_t seed) : rng_(seed) {}
 
   testing::AssertionResult RunSteps(std::size_t steps, const OperationMix& mix) {
-    std::discrete_distribution<int> pick(
-        {double(mix.alloc), double(mix.free_whole), double(mix.free_part), double(mix.grow),
-         double(mix.shrink), double(mix.purge)});
+    std::discrete_distribution<int> pick({double(mix.alloc), double(mix.free_whole),
+                                          double(mix.free_part), double(mix.grow),
+                                          double(mix.shrink), double(mix.purge)});
     for (step_ = 0; step_ < steps; ++step_) {
       auto op = Operation(pick(rng_));
       if (live_.empty()) op = Operation::Alloc;
@@ -300,8 +299,8 @@ class RunManagerModel {
     AllocatedRun got = runs_.alloc(n);
     if (!got.run) return testing::AssertionFailure() << "alloc(" << n.value() << ") failed";
     if (got.run.pages != n) {
-      return testing::AssertionFailure() << "alloc(" << n.value() << ") returned "
-                                         << got.run.pages.value() << " pages";
+      return testing::AssertionFailure()
+             << "alloc(" << n.value() << ") returned " << got.run.pages.value() << " pages";
     }
     std::size_t expected_chunks = chunks_before + (best_fit == 0 ? 1 : 0);
     if (runs_.chunks() != expected_chunks) {
@@ -353,9 +352,9 @@ class RunManagerModel {
       remaining = PageRun{live.run.chunk, live.run.first, kept};
     }
     if (runs_.free_pages().value() != free_before + part.value()) {
-      return testing::AssertionFailure() << "giving back " << part.value() << " of "
-                                         << live.run.pages.value() << " pages freed "
-                                         << runs_.free_pages().value() - free_before;
+      return testing::AssertionFailure()
+             << "giving back " << part.value() << " of " << live.run.pages.value()
+             << " pages freed " << runs_.free_pages().value() - free_before;
     }
     auto inserted = live_.emplace(Key(remaining), Live{remaining, live.tag}).first;
     return NeighboursIntact(inserted);
@@ -407,9 +406,9 @@ class RunManagerModel {
     std::size_t free_before = runs_.free_pages().value();
     runs_.shrink_in_place(live.run, target);
     if (runs_.free_pages().value() != free_before + (pages - target.value())) {
-      return testing::AssertionFailure() << "shrink_in_place from " << pages << " to "
-                                         << target.value() << " pages gave back "
-                                         << runs_.free_pages().value() - free_before;
+      return testing::AssertionFailure()
+             << "shrink_in_place from " << pages << " to " << target.value() << " pages gave back "
+             << runs_.free_pages().value() - free_before;
     }
     live.run.pages = target;
     return NeighboursIntact(it);
@@ -425,20 +424,18 @@ class RunManagerModel {
       PageCount purged = runs_.purge_oldest(want);
       if (runs_.dirty_pages().value() + purged.value() != dirty_before ||
           (purged < want && runs_.dirty_pages().value() != 0)) {
-        return testing::AssertionFailure()
-               << "purge_oldest(" << want.value() << ") returned " << purged.value()
-               << " pages but dirty pages went from " << dirty_before << " to "
-               << runs_.dirty_pages().value();
+        return testing::AssertionFailure() << "purge_oldest(" << want.value() << ") returned "
+                                           << purged.value() << " pages but dirty pages went from "
+                                           << dirty_before << " to " << runs_.dirty_pages().value();
       }
       return testing::AssertionSuccess();
     }
     std::uint64_t min_age = purge_all ? 0 : Uniform(0, 60);
     PageCount purged = runs_.purge(min_age);
     if (runs_.dirty_pages().value() + purged.value() != dirty_before) {
-      return testing::AssertionFailure()
-             << "purge(" << min_age << ") returned " << purged.value()
-             << " pages but dirty pages went from " << dirty_before << " to "
-             << runs_.dirty_pages().value();
+      return testing::AssertionFailure() << "purge(" << min_age << ") returned " << purged.value()
+                                         << " pages but dirty pages went from " << dirty_before
+                                         << " to " << runs_.dirty_pages().value();
     }
     if (purge_all) {
       if (runs_.dirty_pages().value() != 0) {
@@ -446,8 +443,8 @@ class RunManagerModel {
       }
       if (std::size_t live_chunks = SurveyFreeRuns(PageCount(1)).live_chunks;
           runs_.chunks() != live_chunks) {
-        return testing::AssertionFailure() << "purge(0) kept " << runs_.chunks() - live_chunks
-                                           << " wholly free chunks";
+        return testing::AssertionFailure()
+               << "purge(0) kept " << runs_.chunks() - live_chunks << " wholly free chunks";
       }
     }
     return testing::AssertionSuccess();
@@ -567,34 +564,50 @@ void ExpectModelHolds(const char* test, std::uint64_t salt, auto run_steps) {
 
 TYPED_TEST(RunManagerModelTest, MixedOperationsMatchTheModel) {
   ExpectModelHolds("mixed", 0, [](std::uint64_t seed) {
-    return RunManagerModel<TypeParam>(seed).RunSteps(
-        60'000, {.alloc = 30, .free_whole = 14, .free_part = 8, .grow = 12, .shrink = 8,
-                 .purge = 3, .max_live_runs = 96});
+    return RunManagerModel<TypeParam>(seed).RunSteps(60'000, {.alloc = 30,
+                                                              .free_whole = 14,
+                                                              .free_part = 8,
+                                                              .grow = 12,
+                                                              .shrink = 8,
+                                                              .purge = 3,
+                                                              .max_live_runs = 96});
   });
 }
 
 TYPED_TEST(RunManagerModelTest, AllocFreeChurnMatchesTheModel) {
   ExpectModelHolds("churn", 0x1111, [](std::uint64_t seed) {
-    return RunManagerModel<TypeParam>(seed).RunSteps(
-        55'000, {.alloc = 50, .free_whole = 45, .free_part = 5, .grow = 0, .shrink = 0,
-                 .purge = 1, .max_live_runs = 128});
+    return RunManagerModel<TypeParam>(seed).RunSteps(55'000, {.alloc = 50,
+                                                              .free_whole = 45,
+                                                              .free_part = 5,
+                                                              .grow = 0,
+                                                              .shrink = 0,
+                                                              .purge = 1,
+                                                              .max_live_runs = 128});
   });
 }
 
 TYPED_TEST(RunManagerModelTest, ResizeHeavyMatchesTheModel) {
   ExpectModelHolds("resize", 0x2222, [](std::uint64_t seed) {
-    return RunManagerModel<TypeParam>(seed).RunSteps(
-        50'000, {.alloc = 20, .free_whole = 10, .free_part = 10, .grow = 35, .shrink = 25,
-                 .purge = 2, .max_live_runs = 48});
+    return RunManagerModel<TypeParam>(seed).RunSteps(50'000, {.alloc = 20,
+                                                              .free_whole = 10,
+                                                              .free_part = 10,
+                                                              .grow = 35,
+                                                              .shrink = 25,
+                                                              .purge = 2,
+                                                              .max_live_runs = 48});
   });
 }
 
 TYPED_TEST(RunManagerModelTest, FewRunsWithFrequentPurgeMatchTheModel) {
   // Few live runs: chunks often become wholly free and are released and taken again.
   ExpectModelHolds("purge", 0x3333, [](std::uint64_t seed) {
-    return RunManagerModel<TypeParam>(seed).RunSteps(
-        40'000, {.alloc = 30, .free_whole = 25, .free_part = 10, .grow = 10, .shrink = 10,
-                 .purge = 15, .max_live_runs = 12});
+    return RunManagerModel<TypeParam>(seed).RunSteps(40'000, {.alloc = 30,
+                                                              .free_whole = 25,
+                                                              .free_part = 10,
+                                                              .grow = 10,
+                                                              .shrink = 10,
+                                                              .purge = 15,
+                                                              .max_live_runs = 12});
   });
 }
 
@@ -1315,8 +1328,8 @@ TYPED_TEST(RunManagerTest, OneRefusedReserveFailsOneAlloc) {
 }
 
 TYPED_TEST(RunManagerTest, CountersFollowTheOperations) {
-  PageRun a = this->Alloc(4);  // takes a chunk, splits its free run
-  PageRun b = this->Alloc(4);  // splits again
+  PageRun a = this->Alloc(4);                               // takes a chunk, splits its free run
+  PageRun b = this->Alloc(4);                               // splits again
   ASSERT_TRUE(this->runs_.grow_in_place(b, PageCount(6)));  // splits the rest
   b.pages = PageCount(6);
   this->runs_.free(a);  // between the header and b: nothing to coalesce
@@ -1351,9 +1364,7 @@ TYPED_TEST(RunManagerTest, CountersFollowTheOperations) {
   EXPECT_TRUE(InvariantsHold(this->runs_));
 }
 
-TYPED_TEST(RunManagerTest, NameIsNotEmpty) {
-  EXPECT_FALSE(std::string(TypeParam::kName).empty());
-}
+TYPED_TEST(RunManagerTest, NameIsNotEmpty) { EXPECT_FALSE(std::string(TypeParam::kName).empty()); }
 
 }  // namespace
 }  // namespace pagemalloc

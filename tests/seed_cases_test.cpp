@@ -223,10 +223,10 @@ TEST(GoArenaSeed, BumpArenaRunsTheBuilderAHundredThousandTimesInFlatMemory) {
 // ---------------------------------------------------------------------------------------------
 // Arrow seed.
 
-constexpr std::size_t kAppendBytes = 2 * MiB;                           // one append
+constexpr std::size_t kAppendBytes = 2 * MiB;                                  // one append
 constexpr std::size_t kValuesPerAppend = kAppendBytes / sizeof(std::int64_t);  // 262,144
 constexpr int kAppends = 256;
-constexpr std::size_t kFinalBytes = kAppendBytes * kAppends;            // 512 MiB
+constexpr std::size_t kFinalBytes = kAppendBytes * kAppends;  // 512 MiB
 
 // Builds the buffer as the Arrow builder does; returns the number of wrong values (or -1 when
 // an allocation failed or lost its alignment).

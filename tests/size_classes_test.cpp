@@ -92,8 +92,8 @@ TEST(Placement, KindsFollowTheThresholds) {
 }
 
 TEST(Placement, NallocxIsWhatAnAllocationGets) {
-  for (std::size_t size : {1ul, 17ul, 100ul, 1000ul, 16384ul, 16385ul, 100000ul, 2000000ul,
-                           2100000ul, 9000000ul}) {
+  for (std::size_t size :
+       {1ul, 17ul, 100ul, 1000ul, 16384ul, 16385ul, 100000ul, 2000000ul, 2100000ul, 9000000ul}) {
     for (int lg : {0, 4, 6, 12, 14}) {
       void* p = pm_mallocx(size, PM_LG_ALIGN(lg));
       ASSERT_NE(p, nullptr);

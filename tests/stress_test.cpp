@@ -58,8 +58,8 @@
 #include <thread>
 #include <vector>
 
-#include "size_classes.h"
 #include "failure_log.h"
+#include "size_classes.h"
 
 namespace {
 
@@ -335,7 +335,8 @@ class Worker {
         if (taken == nullptr) continue;
         const std::optional<BlockHeader> h = checked_header(taken, failures_, where());
         if (!h) continue;  // damaged: leave it alone
-        if (h->owner != id_) tally_.taken_from_other_threads.fetch_add(1, std::memory_order_relaxed);
+        if (h->owner != id_)
+          tally_.taken_from_other_threads.fetch_add(1, std::memory_order_relaxed);
         if (hop == 0 && rng_() % 4 == 0) {
           carried = reallocate(taken, *h);
         } else {

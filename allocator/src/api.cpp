@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "config.h"
-#include "flags.h"
 #include "entry_points.h"
+#include "flags.h"
 #include "heap.h"
 #include "pagemalloc/pagemalloc.h"
 
@@ -146,6 +146,4 @@ int pm_ctl(const char* name, long* old_value, const long* new_value) {
 }  // extern "C"
 
 // Statistics at exit, when PAGEMALLOC_CONF asks for them (stats_print.cpp).
-__attribute__((destructor)) static void print_stats_at_exit() {
-  pagemalloc::print_stats_at_exit();
-}
+__attribute__((destructor)) static void print_stats_at_exit() { pagemalloc::print_stats_at_exit(); }

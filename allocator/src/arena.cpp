@@ -51,7 +51,8 @@ void Arena::free_batch(void* const* regions, unsigned n, const char* call) {
 
 // Requires: lock_ held.
 void Arena::free_batch_locked(void* const* regions, unsigned n, const char* call) {
-  const unsigned size_class = page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
+  const unsigned size_class =
+      page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
   Bin& bin = bins_[size_class];
   if (bin.stashed + n <= stash_capacity(size_class)) {  // one class per batch: a cache's bin
     std::memcpy(stash_of(size_class) + bin.stashed, regions, n * sizeof(void*));
@@ -76,9 +77,11 @@ void Arena::free_remote(void* const* regions, unsigned n) {
     free_batch_locked(regions, n, "free");
     return unlock();
   }
-  const unsigned size_class = page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
+  const unsigned size_class =
+      page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
   const std::size_t size = kSizeClasses[size_class].size;
-  if (size < RemoteFrees::kMinRegionSize) [[unlikely]] return free_batch(regions, n, "free");
+  if (size < RemoteFrees::kMinRegionSize) [[unlikely]]
+    return free_batch(regions, n, "free");
   if (remote_[size_class].push(regions, n) * size >= kRemoteCollectBytes && lock_.try_lock()) {
     collect_remote(size_class);
     unlock();
@@ -134,7 +137,8 @@ bool Arena::region_is_free(Slab* slab, const void* p) {
   const Bin& bin = bins_[slab->size_class];
   for (unsigned i = 0; i < bin.stashed; ++i)
     if (stash_of(slab->size_class)[i] == p) return true;
-  return slab->is_free(region_index(sc, std::size_t(static_cast<const std::byte*>(p) - slab->base)));
+  return slab->is_free(
+      region_index(sc, std::size_t(static_cast<const std::byte*>(p) - slab->base)));
 }
 
 // Requires: lock_ held.
@@ -375,7 +379,8 @@ void Arena::free_every_block(std::byte* chunk) {
     }
     const PageIndex after = i + length;
     PageCount free_after(0);
-    if (after < end && page_entry(chunk, after).is_free()) free_after = page_entry(chunk, after).pages();
+    if (after < end && page_entry(chunk, after).is_free())
+      free_after = page_entry(chunk, after).pages();
     if (slab != nullptr) {
       mark_slab_pages_free(slab);
       slab_pool_.release(slab);

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "chunk_pal.h"
+#include "lock.h"
 #include "meta_pool.h"
 #include "pagemap/intrusive_list.h"
 #include "pagemap/page_map.h"
@@ -27,7 +28,6 @@
 #include "runs.h"
 #include "size_classes.h"
 #include "slab.h"
-#include "lock.h"
 
 namespace pagemalloc {
 
@@ -46,15 +46,15 @@ inline constexpr auto kStashOffsets = [] {
 inline constexpr unsigned kStashTotalSlots = kStashOffsets[kNumClasses];
 
 struct ArenaStats {
-  std::size_t allocated = 0;      // usable bytes of small and large blocks outside the arena
-                                  // (live, or in thread caches)
-  std::size_t blocks = 0;         // how many blocks those are
-  std::size_t active_pages = 0;   // pages in slabs and large runs
+  std::size_t allocated = 0;     // usable bytes of small and large blocks outside the arena
+                                 // (live, or in thread caches)
+  std::size_t blocks = 0;        // how many blocks those are
+  std::size_t active_pages = 0;  // pages in slabs and large runs
   std::size_t chunks = 0;
   std::size_t dirty_pages = 0;
-  std::size_t free_pages = 0;     // dirty + retained
-  std::size_t purged_pages = 0;   // since start
-  std::size_t metadata = 0;       // bytes of slab descriptors' pools
+  std::size_t free_pages = 0;    // dirty + retained
+  std::size_t purged_pages = 0;  // since start
+  std::size_t metadata = 0;      // bytes of slab descriptors' pools
 
   ArenaStats& operator+=(const ArenaStats& o) {
     allocated += o.allocated;
@@ -147,7 +147,7 @@ class Arena {
   struct Bin {
     Slab* current = nullptr;  // allocated from first; never on `partial`
     IntrusiveList<Slab, &Slab::prev, &Slab::next> partial;  // other slabs with free regions
-    unsigned stashed = 0;                                    // regions in the stash
+    unsigned stashed = 0;                                   // regions in the stash
   };
   // Slots 0 .. bins_[c].stashed-1 of class c's stash hold free regions.
   void** stash_of(unsigned size_class) { return stash_slots_ + kStashOffsets[size_class]; }
@@ -203,10 +203,10 @@ class Arena {
   std::size_t active_pages_ = 0;
   std::size_t purged_pages_ = 0;
   std::uint64_t last_purge_ms_ = 0;
-  RemoteFrees remote_[kNumClasses];  // per class: regions freed by other arenas' threads
+  RemoteFrees remote_[kNumClasses];       // per class: regions freed by other arenas' threads
   void* remote_taken_[kNumClasses] = {};  // per class: the rest of a chain taken from remote_
-  RemoteFrees deferred_large_;       // large blocks freed while another thread held the lock
-  void* stash_slots_[kStashTotalSlots];  // last: apart from everything a slow path touches
+  RemoteFrees deferred_large_;            // large blocks freed while another thread held the lock
+  void* stash_slots_[kStashTotalSlots];   // last: apart from everything a slow path touches
 };
 
 }  // namespace pagemalloc

@@ -31,8 +31,8 @@ Arena& AutomaticArenas::assign() {
 Arena* AutomaticArenas::map(unsigned index) {
   LockGuard guard(lock_);
   if (Arena* a = others_[index].load(std::memory_order_relaxed)) return a;
-  void* mem = ::mmap(nullptr, kRecordBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+  void* mem =
+      ::mmap(nullptr, kRecordBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return nullptr;
   Arena* a = new (mem) Arena(index, huge_, Arena::LeaveStashesUnwritten{});
   others_[index].store(a, std::memory_order_release);

@@ -36,14 +36,17 @@ class AutomaticArenas {
   // Sets the number of arenas (clamped to 1 .. kMaxArenas). Requires: called once, before
   // any thread was given an arena.
   void configure(unsigned count) {
-    count_.store(count < 1 ? 1 : count > kMaxArenas ? kMaxArenas : count,
+    count_.store(count < 1            ? 1
+                 : count > kMaxArenas ? kMaxArenas
+                                      : count,
                  std::memory_order_relaxed);
   }
   [[nodiscard]] unsigned count() const { return count_.load(std::memory_order_relaxed); }
 
   // The calling thread's arena.
   Arena& for_thread() {
-    if (t_arena_ == nullptr) [[unlikely]] t_arena_ = &assign();
+    if (t_arena_ == nullptr) [[unlikely]]
+      t_arena_ = &assign();
     return *t_arena_;
   }
   // The arena of this index; nullptr when the index is out of range or the OS refuses memory
@@ -86,8 +89,8 @@ class AutomaticArenas {
   HugeManager* huge_;
   Arena first_;
   std::atomic<unsigned> count_{1};
-  std::atomic<unsigned> next_{0};           // the next thread's arena, modulo count_
-  Lock lock_;                           // mapping of arenas 1 .. count_-1
+  std::atomic<unsigned> next_{0};                // the next thread's arena, modulo count_
+  Lock lock_;                                    // mapping of arenas 1 .. count_-1
   std::atomic<Arena*> others_[kMaxArenas] = {};  // [0] unused: arena 0 is first_
 };
 

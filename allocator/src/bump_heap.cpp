@@ -75,8 +75,7 @@ void* Heap::bump_from_cursor(pm_bump_cursor& cursor, std::size_t size, std::size
 
 std::size_t Heap::bumped_usable_size(unsigned arena, std::size_t size, std::size_t align) {
   ExplicitArena* e = explicit_.find(arena);
-  if (e == nullptr || !e->bump.enabled() || size > kBumpMaxBlock || align > kBumpMaxAlign)
-    return 0;
+  if (e == nullptr || !e->bump.enabled() || size > kBumpMaxBlock || align > kBumpMaxAlign) return 0;
   return bump_usable(size);
 }
 

@@ -62,8 +62,7 @@ void* BumpSpace::allocate_with_new_lease(BumpLease& lease, std::size_t size, std
   return bump(lease.cursor, size, align);
 }
 
-void* BumpSpace::allocate_from_cursor(pm_bump_cursor& cursor, std::size_t size,
-                                      std::size_t align) {
+void* BumpSpace::allocate_from_cursor(pm_bump_cursor& cursor, std::size_t size, std::size_t align) {
   LockGuard guard(lock_);
   const bool current = cursor.epoch == epoch_.load(std::memory_order_relaxed);
   if (current) {
@@ -110,8 +109,8 @@ bool BumpSpace::lend_region(pm_bump_cursor& cursor, std::size_t size, std::size_
     }
     if (next_chunk_ == chunks_.all().size() && map_chunk() == nullptr) return false;
     const std::size_t regions = std::min(wanted, kBumpRegionsPerChunk - next_region_);
-    auto* first = reinterpret_cast<char*>(chunks_.all()[next_chunk_]) +
-                  next_region_ * kBumpRegionSize;
+    auto* first =
+        reinterpret_cast<char*>(chunks_.all()[next_chunk_]) + next_region_ * kBumpRegionSize;
     next_region_ += regions;
     regions_lent_ += regions;
     span = unsigned(regions);
@@ -208,26 +207,28 @@ BumpSpace::Check BumpSpace::check(const void* p, std::uint16_t*& entry) const {
 void BumpSpace::report(Check what, const char* call, const void* p, bool freeing) {
   switch (what) {
     case Check::NoBlock:
-      report_misuse(call, p, freeing ? "double free (or not a block: its arena was reset?)"
-                                     : "not a live block (freed, or its arena was reset?)");
+      report_misuse(call, p,
+                    freeing ? "double free (or not a block: its arena was reset?)"
+                            : "not a live block (freed, or its arena was reset?)");
     case Check::Freed:
       report_misuse(call, p, freeing ? "double free" : "not a live block (already freed?)");
-    default:
-      report_misuse(call, p, "not the start of a block");
+    default: report_misuse(call, p, "not the start of a block");
   }
 }
 
 std::size_t BumpSpace::usable_size(const void* p, const char* call) const {
   std::uint16_t* entry = nullptr;
   const Check c = check(p, entry);
-  if (c != Check::Live) [[unlikely]] report(c, call, p, false);
+  if (c != Check::Live) [[unlikely]]
+    report(c, call, p, false);
   return std::size_t{*entry} * kBumpGranule;
 }
 
 void BumpSpace::free(void* p, const char* call) {
   std::uint16_t* entry = nullptr;
   const Check c = check(p, entry);
-  if (c != Check::Live) [[unlikely]] report(c, call, p, true);
+  if (c != Check::Live) [[unlikely]]
+    report(c, call, p, true);
   if (!freeable_) return;  // PM_ARENA_NO_FREE: the block stays until the reset
   const std::size_t bytes = std::size_t{*entry} * kBumpGranule;
   *entry = std::uint16_t(*entry | BumpSizeMap::kFreed);
@@ -245,7 +246,8 @@ void BumpSpace::free(void* p, const char* call) {
 BumpLease* BumpSpace::counting_lease() {
   BumpLease& lease = t_bump_leases[index_ % kBumpLeaseSlots];
   const std::uint32_t epoch = epoch_.load(std::memory_order_acquire);
-  if (lease.space == this && lease.cursor.epoch == epoch) [[likely]] return &lease;
+  if (lease.space == this && lease.cursor.epoch == epoch) [[likely]]
+    return &lease;
   if (lease.space != nullptr && lease.space != this) return nullptr;
   // The slot is free, or this arena's lease is of an older epoch: a lease with no span, only
   // counting (its next allocation takes a span).
@@ -273,7 +275,8 @@ void BumpSpace::take_back_frees(BumpLease& lease) {
 bool BumpSpace::resize_in_place(void* p, std::size_t size, const char* call) {
   std::uint16_t* entry = nullptr;
   const Check c = check(p, entry);
-  if (c != Check::Live) [[unlikely]] report(c, call, p, false);
+  if (c != Check::Live) [[unlikely]]
+    report(c, call, p, false);
   const std::size_t old_stride = std::size_t{*entry} * kBumpGranule;
   const std::size_t stride = bump_stride(size);
   if (size > kBumpMaxBlock) return false;
@@ -340,9 +343,9 @@ BumpStats BumpSpace::stats() {
     freed_bytes += std::atomic_ref<std::size_t>(lease->freed_bytes).load(std::memory_order_relaxed);
     pm_bump_cursor& c = lease->cursor;
     bumped += std::atomic_ref<std::size_t>(c.blocks).load(std::memory_order_relaxed);
-    bumped_bytes += std::size_t(std::atomic_ref<char*>(c.next).load(std::memory_order_relaxed) -
-                                c.begin) -
-                    std::atomic_ref<std::size_t>(c.skipped).load(std::memory_order_relaxed);
+    bumped_bytes +=
+        std::size_t(std::atomic_ref<char*>(c.next).load(std::memory_order_relaxed) - c.begin) -
+        std::atomic_ref<std::size_t>(c.skipped).load(std::memory_order_relaxed);
   }
   return BumpStats{bumped > freed ? bumped - freed : 0,
                    bumped_bytes > freed_bytes ? bumped_bytes - freed_bytes : 0, regions_lent_,

@@ -32,10 +32,10 @@
 
 #include "address_map.h"
 #include "chunk_list.h"
+#include "lock.h"
 #include "os_pal.h"
 #include "pagemalloc/pagemalloc.h"
 #include "pagemap/pages.h"
-#include "lock.h"
 
 namespace pagemalloc {
 
@@ -140,9 +140,10 @@ class BumpSpace {
   void* allocate(std::size_t size, std::size_t align) {
     if (size > kBumpMaxBlock || align > kBumpMaxAlign) return nullptr;
     BumpLease& lease = t_bump_leases[index_ % kBumpLeaseSlots];
-    if (lease.space == this &&
-        lease.cursor.epoch == epoch_.load(std::memory_order_acquire)) [[likely]] {
-      if (void* p = bump(lease.cursor, size, align)) [[likely]] return p;
+    if (lease.space == this && lease.cursor.epoch == epoch_.load(std::memory_order_acquire))
+        [[likely]] {
+      if (void* p = bump(lease.cursor, size, align)) [[likely]]
+        return p;
     }
     return allocate_with_new_lease(lease, size, align);
   }
@@ -218,14 +219,14 @@ class BumpSpace {
   std::atomic<std::size_t> freed_{0};
   std::atomic<std::size_t> bumped_bytes_{0};
   std::atomic<std::size_t> freed_bytes_{0};
-  Lock lock_;                        // everything below
+  Lock lock_;  // everything below
   ChunkList chunks_;
-  std::size_t next_chunk_ = 0;           // where the next region comes from
+  std::size_t next_chunk_ = 0;  // where the next region comes from
   std::size_t next_region_ = 0;
   std::size_t regions_lent_ = 0;
   Partial partial_[kMaxPartial] = {};
   unsigned partial_count_ = 0;
-  BumpLease* leases_ = nullptr;          // every thread's lease of this space
+  BumpLease* leases_ = nullptr;  // every thread's lease of this space
   OsPal os_;
 };
 

@@ -44,10 +44,10 @@ struct Options {
   std::atomic<long> decay_ms{10000};
   std::atomic<bool> checks{kChecksByDefault};
   std::atomic<bool> stats_print{false};
-  std::atomic<bool> stats_json{false};   // stats_print:json
+  std::atomic<bool> stats_json{false};    // stats_print:json
   char stats_file[kStatsFileCapacity]{};  // empty: stderr; set only while reading the conf
   std::atomic<bool> deterministic{false};
-  std::atomic<long> narenas{0};  // 0: the default
+  std::atomic<long> narenas{0};                   // 0: the default
   std::atomic<HugePages> thp{HugePages::Always};  // chunks reserved from now on
 };
 
@@ -64,7 +64,8 @@ void print_stats_at_exit();
 void load_conf_from_environment_once();
 inline constinit std::atomic<bool> g_conf_loaded{false};
 inline void load_conf_from_environment() {
-  if (!g_conf_loaded.load(std::memory_order_acquire)) [[unlikely]] load_conf_from_environment_once();
+  if (!g_conf_loaded.load(std::memory_order_acquire)) [[unlikely]]
+    load_conf_from_environment_once();
 }
 
 }  // namespace pagemalloc

@@ -33,8 +33,8 @@ unsigned ExplicitArenas::create(unsigned first, unsigned flags) {
   }
   ExplicitArena* a = slots_[index].load(std::memory_order_relaxed);
   if (a == nullptr) {
-    void* mem = ::mmap(nullptr, kRecordBytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* mem =
+        ::mmap(nullptr, kRecordBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
       errno = ENOMEM;
       return 0;

@@ -38,10 +38,10 @@ struct ExplicitArena {
         blocks(index, &huge, Arena::LeaveStashesUnwritten{}),
         bump(index) {}
 
-  HugeManager huge;                 // huge blocks
-  Arena blocks;                     // small and large blocks (of a bump arena: the larger ones)
-  BumpSpace bump;                   // bumped blocks, when the arena is of the bump kind
-  std::atomic<bool> live{false};    // between create and destroy
+  HugeManager huge;               // huge blocks
+  Arena blocks;                   // small and large blocks (of a bump arena: the larger ones)
+  BumpSpace bump;                 // bumped blocks, when the arena is of the bump kind
+  std::atomic<bool> live{false};  // between create and destroy
   // A bump arena's blocks or huge served a block since the last reset (else its reset
   // leaves them alone: a reset in no time).
   std::atomic<bool> ordinary_used{false};
@@ -89,9 +89,9 @@ class ExplicitArenas {
   void unlock_after_fork();
 
  private:
-  Lock lock_;                          // creation and destruction, one at a time
-  std::atomic<unsigned> first_{0};         // the first explicit index (set by create)
-  unsigned end_ = 0;                       // past the highest index ever used
+  Lock lock_;                       // creation and destruction, one at a time
+  std::atomic<unsigned> first_{0};  // the first explicit index (set by create)
+  unsigned end_ = 0;                // past the highest index ever used
   std::atomic<ExplicitArena*> slots_[kMaxArenas] = {};
 };
 

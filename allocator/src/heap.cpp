@@ -98,14 +98,9 @@ void* Heap::allocate_from(const Source& source, std::size_t size, std::size_t al
       p = source.through_cache ? allocate_small(where.size_class)
                                : source.blocks->alloc_small(where.size_class);
       break;
-    case BlockKind::Large:
-      p = source.blocks->alloc_large(size, align, zeroed);
-      break;
-    case BlockKind::Huge:
-      p = source.huge->alloc(size, align, zeroed);
-      break;
-    case BlockKind::Invalid:
-      break;
+    case BlockKind::Large: p = source.blocks->alloc_large(size, align, zeroed); break;
+    case BlockKind::Huge: p = source.huge->alloc(size, align, zeroed); break;
+    case BlockKind::Invalid: break;
   }
   if (p == nullptr) return out_of_memory();
   if (zero && !zeroed) std::memset(p, 0, where.usable);
@@ -114,7 +109,8 @@ void* Heap::allocate_from(const Source& source, std::size_t size, std::size_t al
 
 void* Heap::allocate_small(unsigned size_class) {
   Arena& mine = automatic_.for_thread();
-  if (ThreadCache* cache = ThreadCache::get(mine)) [[likely]] return cache->pop(size_class);
+  if (ThreadCache* cache = ThreadCache::get(mine)) [[likely]]
+    return cache->pop(size_class);
   return mine.alloc_small(size_class);
 }
 
@@ -145,15 +141,18 @@ Heap::Block Heap::locate(const void* p, const char* call) {
     HugeManager* owner = HugeManager::owner_of(p);
     const std::size_t usable = owner == nullptr ? 0 : owner->usable_size(p);
     if (usable == 0)
-      report_misuse(call, p, owner != nullptr ? "not a live block (already freed?)" : "not allocated by pagemalloc");
+      report_misuse(
+          call, p,
+          owner != nullptr ? "not a live block (already freed?)" : "not allocated by pagemalloc");
     return {BlockKind::Huge, usable, 0, nullptr, owner};
   }
   std::byte* chunk = chunk_base_of(p);
   const std::uintptr_t entry = address_map().get(chunk);
   const AddressMap::Tag tag = AddressMap::tag_of(entry);
   if (tag != AddressMap::kArenaChunk)
-    report_misuse(call, p, tag == AddressMap::kHuge ? "not the start of a block"
-                                                     : "not allocated by pagemalloc");
+    report_misuse(
+        call, p,
+        tag == AddressMap::kHuge ? "not the start of a block" : "not allocated by pagemalloc");
   auto* arena = AddressMap::owner_of<Arena>(entry);
   PageEntry e = page_entry(chunk, page_index_of(p));
   switch (e.kind()) {
@@ -165,10 +164,8 @@ Heap::Block Heap::locate(const void* p, const char* call) {
     case PageKind::Large:
       if (!is_aligned(p, kPageSize)) report_misuse(call, p, "not the start of a block");
       return {BlockKind::Large, e.pages().bytes(), 0, arena, nullptr};
-    case PageKind::Free:
-      report_misuse(call, p, "not a live block (already freed?)");
-    default:
-      report_misuse(call, p, "not the start of a block");
+    case PageKind::Free: report_misuse(call, p, "not a live block (already freed?)");
+    default: report_misuse(call, p, "not the start of a block");
   }
 }
 
@@ -185,8 +182,9 @@ void Heap::deallocate_slow(void* p, const char* call) {
   const AddressMap::Tag tag = AddressMap::tag_of(entry);
   if (tag == AddressMap::kBumpChunk) return AddressMap::owner_of<BumpSpace>(entry)->free(p, call);
   if (tag != AddressMap::kArenaChunk) [[unlikely]]
-    report_misuse(call, p, tag == AddressMap::kHuge ? "not the start of a block"
-                                                     : "not allocated by pagemalloc");
+    report_misuse(
+        call, p,
+        tag == AddressMap::kHuge ? "not the start of a block" : "not allocated by pagemalloc");
   Arena& owner = *AddressMap::owner_of<Arena>(entry);
   PageEntry e = page_entry(chunk, page_index_of(p));
   if (e.kind() == PageKind::Slab) [[likely]]
@@ -228,7 +226,8 @@ void* Heap::reallocate(void* p, std::size_t size, std::size_t align, bool zero, 
   if (want.kind == BlockKind::Invalid) return out_of_memory();
   auto* bytes = static_cast<std::byte*>(p);
   auto zero_grown = [&](std::size_t new_usable) {
-    if (zero && new_usable > old.usable) std::memset(bytes + old.usable, 0, new_usable - old.usable);
+    if (zero && new_usable > old.usable)
+      std::memset(bytes + old.usable, 0, new_usable - old.usable);
   };
   if (is_aligned(p, align) && want.kind == old.kind) {
     switch (old.kind) {
@@ -237,7 +236,8 @@ void* Heap::reallocate(void* p, std::size_t size, std::size_t align, bool zero, 
         break;
       case BlockKind::Large:
         if (want.usable == old.usable) return p;
-        if (old.arena->resize_large(p, PageCount::covering(old.usable), PageCount::covering(size))) {
+        if (old.arena->resize_large(p, PageCount::covering(old.usable),
+                                    PageCount::covering(size))) {
           zero_grown(want.usable);
           if (want.usable > old.usable) grown_in_place_.fetch_add(1, std::memory_order_relaxed);
           return p;
@@ -261,8 +261,7 @@ void* Heap::reallocate(void* p, std::size_t size, std::size_t align, bool zero, 
         }
         break;
       }
-      case BlockKind::Invalid:
-        break;
+      case BlockKind::Invalid: break;
     }
   }
   return move(p, old, size, align, zero, arena, call);
@@ -293,8 +292,7 @@ std::size_t Heap::resize_in_place(void* p, std::size_t size, std::size_t extra, 
   const Block old = locate(p, call);
   if (old.kind == BlockKind::Small || size > kMaxRequest) return old.usable;
   // Aim for size + extra; failing that (growth only), for size.
-  std::size_t most = size + extra < size || size + extra > kMaxRequest ? kMaxRequest
-                                                                      : size + extra;
+  std::size_t most = size + extra < size || size + extra > kMaxRequest ? kMaxRequest : size + extra;
   const std::size_t least = size == 0 ? 1 : size;
   most = std::max(most, least);  // size + extra = 0 asks for the smallest block, not none
   std::size_t result = old.usable;

@@ -87,7 +87,8 @@ class Heap {
   // handlers, once. Every slow path calls it first; the fast paths need a thread cache,
   // which only a slow path creates.
   void ensure_initialized() {
-    if (init_state_.load(std::memory_order_acquire) != kInitialized) [[unlikely]] initialize();
+    if (init_state_.load(std::memory_order_acquire) != kInitialized) [[unlikely]]
+      initialize();
   }
 
   // fork(): every lock of the heap, taken in one fixed order before the fork and released
@@ -103,8 +104,8 @@ class Heap {
   struct Block {
     BlockKind kind;
     std::size_t usable;
-    unsigned size_class = 0;    // Small
-    Arena* arena = nullptr;     // Small, Large: the arena that holds it
+    unsigned size_class = 0;      // Small
+    Arena* arena = nullptr;       // Small, Large: the arena that holds it
     HugeManager* huge = nullptr;  // Huge: the manager that holds it
   };
   // Where blocks of one arena come from: its slabs and runs, and its huge extents.
@@ -121,10 +122,10 @@ class Heap {
   void* move(void* p, const Block& old, std::size_t size, std::size_t align, bool zero,
              unsigned arena, const char* call);
   // The same operations on a block of a bump arena.
-  void* reallocate_bumped(BumpSpace& space, void* p, std::size_t size, std::size_t align,
-                          bool zero, unsigned arena, const char* call);
-  std::size_t resize_bumped_in_place(BumpSpace& space, void* p, std::size_t size,
-                                     std::size_t extra, bool zero, const char* call);
+  void* reallocate_bumped(BumpSpace& space, void* p, std::size_t size, std::size_t align, bool zero,
+                          unsigned arena, const char* call);
+  std::size_t resize_bumped_in_place(BumpSpace& space, void* p, std::size_t size, std::size_t extra,
+                                     bool zero, const char* call);
   void deallocate_slow(void* p, const char* call);
   void deallocate_sized_checked(void* p, std::size_t size, std::size_t align, const char* call);
   void deallocate_small(Arena& owner, Slab* slab, void* p, const char* call);
@@ -137,7 +138,7 @@ class Heap {
   std::atomic<int> init_state_{kUninitialized};
   AutomaticArenas automatic_{&huge_};  // indices 0 .. automatic_.count()-1
   HugeManager huge_{kNoArena, {&purge_automatic_arenas, this}};  // their huge blocks
-  ExplicitArenas explicit_;     // indices automatic_.count() ..
+  ExplicitArenas explicit_;                                      // indices automatic_.count() ..
   std::atomic<std::size_t> copied_{0};
   std::atomic<std::size_t> grown_in_place_{0};
   std::atomic<std::size_t> moved_by_copy_{0};
@@ -170,7 +171,8 @@ inline Heap& heap() { return g_heap.value; }
 inline void* Heap::allocate(std::size_t size, std::size_t align, bool zero) {
   if (size <= kMaxSmallSize && align <= alignof(std::uint64_t) && !zero) [[likely]] {
     if (ThreadCache* cache = ThreadCache::current()) [[likely]] {
-      if (void* p = cache->pop(size_class_of(size == 0 ? 1 : size))) [[likely]] return p;
+      if (void* p = cache->pop(size_class_of(size == 0 ? 1 : size))) [[likely]]
+        return p;
     }
   }
   return allocate_slow(size, align, zero);
@@ -207,7 +209,8 @@ inline std::size_t Heap::usable_size(const void* p, const char* call) {
       const PageEntry e = page_entry(chunk, page_index_of(p));
       if (e.kind() == PageKind::Slab) [[likely]] {
         const SizeClass& sc = kSizeClasses[e.size_class()];
-        if (starts_region(p, e, sc)) [[likely]] return sc.size;
+        if (starts_region(p, e, sc)) [[likely]]
+          return sc.size;
       }
     }
   }

@@ -40,11 +40,11 @@ struct PageMapTally {
   std::size_t region_bytes = 0;
   std::size_t large_blocks = 0;
   std::size_t large_bytes = 0;
-  std::size_t active_pages = 0;    // slab and large pages
+  std::size_t active_pages = 0;  // slab and large pages
   std::size_t free_pages = 0;
   std::size_t dirty_pages = 0;
   std::size_t slabs = 0;
-  std::size_t listed_slabs = 0;    // slabs on their bin's list of partial slabs
+  std::size_t listed_slabs = 0;  // slabs on their bin's list of partial slabs
 };
 
 // The slab whose first page is page `first` of `chunk`. is_current(slab): it is its bin's
@@ -108,7 +108,8 @@ const char* check_chunk(std::byte* chunk, IsCurrent is_current, PageMapTally& ta
     switch (e.kind()) {
       case PageKind::Free: {
         length = e.pages();
-        if (length.value() == 0 || i + length > end) return "a free run's length is out of its chunk";
+        if (length.value() == 0 || i + length > end)
+          return "a free run's length is out of its chunk";
         if (page_entry(chunk, i + length - PageCount(1)) != e)
           return "a free run's last tag differs from its first";
         tally.free_pages += length.value();
@@ -117,7 +118,8 @@ const char* check_chunk(std::byte* chunk, IsCurrent is_current, PageMapTally& ta
       }
       case PageKind::Large: {
         length = e.pages();
-        if (length.value() == 0 || i + length > end) return "a large block's length is out of its chunk";
+        if (length.value() == 0 || i + length > end)
+          return "a large block's length is out of its chunk";
         if (length.value() > 1 &&
             page_entry(chunk, i + length - PageCount(1)).kind() != PageKind::Allocated)
           return "a large block's last page is not tagged Allocated";
@@ -133,7 +135,8 @@ const char* check_chunk(std::byte* chunk, IsCurrent is_current, PageMapTally& ta
         break;
       }
       case PageKind::Header: return "a header page lies after the chunk's first run";
-      case PageKind::Allocated: return "a run starts with an Allocated tag (neither slab nor large)";
+      case PageKind::Allocated:
+        return "a run starts with an Allocated tag (neither slab nor large)";
       default: return "a page entry of a chunk was never written";
     }
     i = i + length;
@@ -149,7 +152,8 @@ const char* check_published(const HugeExtent* e) {
   if (address_map().get(e->base + e->reserved - kChunkSize) != mine)
     return "a huge extent's last granule does not name it";
   for (std::size_t at = kChunkSize; at + kChunkSize < e->reserved; at += kChunkSize)
-    if (address_map().get(e->base + at) != 0) return "an interior granule of a huge extent is tagged";
+    if (address_map().get(e->base + at) != 0)
+      return "an interior granule of a huge extent is tagged";
   return nullptr;
 }
 
@@ -178,7 +182,8 @@ const char* Arena::check_blocks() {
   for (unsigned c = 0; c < kNumClasses; ++c) {
     const Bin& bin = bins_[c];
     if (const Slab* s = bin.current) {
-      if (s->size_class != c || s->listed) return "a bin's current slab is of another class or listed";
+      if (s->size_class != c || s->listed)
+        return "a bin's current slab is of another class or listed";
       if (address_map().get(chunk_base_of(s->base)) != my_tag)
         return "a bin's current slab is in another arena's chunk";
     }
@@ -194,7 +199,8 @@ const char* Arena::check_blocks() {
     for (unsigned k = 0; k < bin.stashed; ++k) {
       const auto* p = static_cast<const std::byte*>(stash_of(c)[k]);
       std::byte* chunk = chunk_base_of(p);
-      if (address_map().get(chunk) != my_tag) return "a stashed region is not in the arena's chunks";
+      if (address_map().get(chunk) != my_tag)
+        return "a stashed region is not in the arena's chunks";
       const PageEntry e = page_entry(chunk, page_index_of(p));
       if (e.kind() != PageKind::Slab || e.size_class() != c)
         return "a stashed region is not in a slab of its bin's class";
@@ -208,7 +214,8 @@ const char* Arena::check_blocks() {
     stashed += bin.stashed;
     stashed_bytes += std::size_t(bin.stashed) * sc.size;
   }
-  if (listed != tally.listed_slabs) return "the slabs marked listed are not those on the bins' lists";
+  if (listed != tally.listed_slabs)
+    return "the slabs marked listed are not those on the bins' lists";
   if (tally.regions_in_use + tally.large_blocks != blocks_ + stashed)
     return "regions in use and large blocks are not the blocks handed out plus those stashed";
   if (tally.region_bytes + tally.large_bytes != allocated_ + stashed_bytes)
@@ -240,7 +247,8 @@ const char* HugeManager::check_invariants() {
     if (e->in_use || e->usable != 0) return "a live huge extent is on the free list";
     if (e->freed_at_ms < last_freed_at) return "the free huge extents are not ordered by age";
     last_freed_at = e->freed_at_ms;
-    if (free_neighbour_after(e) != nullptr) return "two free huge extents side by side (not coalesced)";
+    if (free_neighbour_after(e) != nullptr)
+      return "two free huge extents side by side (not coalesced)";
     free_reserved += e->reserved;
   }
   if (live_bytes != allocated_ || live_blocks != blocks_)

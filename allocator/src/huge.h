@@ -26,10 +26,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "lock.h"
 #include "meta_pool.h"
 #include "os_pal.h"
 #include "pagemap/intrusive_list.h"
-#include "lock.h"
 
 namespace pagemalloc {
 

@@ -49,8 +49,8 @@ class MetaPool {
   static_assert(kRecordSize >= sizeof(FreeRecord));
 
   bool refill() {
-    void* block = ::mmap(nullptr, kBlockSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                         -1, 0);
+    void* block =
+        ::mmap(nullptr, kBlockSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (block == MAP_FAILED) return false;
     cursor_ = static_cast<std::byte*>(block);
     end_ = cursor_ + kBlockSize / kRecordSize * kRecordSize;

@@ -130,7 +130,9 @@ void operator delete(void* p, std::size_t n) noexcept {
 void operator delete[](void* p, std::size_t n) noexcept {
   heap().deallocate_sized(p, n, 1, "operator delete[]");
 }
-void operator delete(void* p, std::align_val_t) noexcept { heap().deallocate(p, "operator delete"); }
+void operator delete(void* p, std::align_val_t) noexcept {
+  heap().deallocate(p, "operator delete");
+}
 void operator delete[](void* p, std::align_val_t) noexcept {
   heap().deallocate(p, "operator delete[]");
 }

@@ -28,17 +28,17 @@ inline constexpr std::size_t kMaxSlabPages = 16;
 inline constexpr std::uint32_t kClassesPerDoubling = 8;  // above 128 bytes
 
 struct SizeClass {
-  std::uint32_t size;         // bytes per region
-  std::uint32_t slab_pages;   // pages per slab
-  std::uint32_t regions;      // regions per slab, <= kMaxSlabRegions
-  std::uint64_t magic;        // ceil(2^32 / size): index = offset * magic >> 32
+  std::uint32_t size;        // bytes per region
+  std::uint32_t slab_pages;  // pages per slab
+  std::uint32_t regions;     // regions per slab, <= kMaxSlabRegions
+  std::uint64_t magic;       // ceil(2^32 / size): index = offset * magic >> 32
 };
 
 namespace detail {
 
 constexpr std::size_t count_classes() {
-  std::size_t n = 1;                                   // 8
-  for (std::size_t s = 16; s <= 128; s += 16) ++n;     // 16 .. 128
+  std::size_t n = 1;                                // 8
+  for (std::size_t s = 16; s <= 128; s += 16) ++n;  // 16 .. 128
   for (std::size_t group = 256; group <= kMaxSmallSize; group *= 2) n += kClassesPerDoubling;
   return n;
 }

@@ -12,12 +12,12 @@
 namespace pagemalloc {
 
 struct alignas(64) Slab {
-  std::byte* base = nullptr;   // the first region (the run's first page)
-  Slab* prev = nullptr;        // the bin's list of slabs that have free regions
+  std::byte* base = nullptr;  // the first region (the run's first page)
+  Slab* prev = nullptr;       // the bin's list of slabs that have free regions
   Slab* next = nullptr;
   std::uint16_t size_class = 0;
-  std::uint16_t free_count = 0;  // regions free, 0 .. regions
-  bool listed = false;           // on the bin's list
+  std::uint16_t free_count = 0;                        // regions free, 0 .. regions
+  bool listed = false;                                 // on the bin's list
   std::uint64_t free_bits[kMaxSlabRegions / 64] = {};  // bit i set: region i is free
 
   void init(std::byte* run_base, unsigned cls) {

@@ -9,10 +9,10 @@
 
 #include <fmt/format.h>
 
-#include "pagemalloc/pagemalloc.h"
 #include "arena.h"
 #include "config.h"
 #include "diagnostics.h"
+#include "pagemalloc/pagemalloc.h"
 #include "stats_format.h"
 
 namespace {
@@ -70,26 +70,28 @@ std::size_t pagemalloc::format_stats(char* buffer, std::size_t capacity, bool js
   pm_stats s{};
   pm_stats_get(&s);
   const char* runs = pagemalloc::Arena::Runs::kName;
-  auto r = json
-      ? fmt::format_to_n(buffer, capacity,
-            "{{\"runs\": \"{}\", \"allocated\": {}, \"active\": {}, \"mapped\": {}, \"dirty\": {}, "
-            "\"retained\": {}, \"copied\": {}, \"grown_in_place\": {}, \"moved\": {}, "
-            "\"purged\": {}}}\n",
-            runs, s.allocated, s.active, s.mapped, s.dirty, s.retained, s.copied,
-            s.grown_in_place, s.moved, s.purged)
-      : fmt::format_to_n(buffer, capacity,
-            "pagemalloc statistics (run manager: {})\n"
-            "  allocated       {:>16} bytes in live blocks\n"
-            "  active          {:>16} bytes of pages holding live blocks\n"
-            "  mapped          {:>16} bytes mapped from the OS\n"
-            "  dirty           {:>16} bytes free, still resident (until the decay)\n"
-            "  retained        {:>16} bytes free, returned to the OS\n"
-            "  copied          {:>16} bytes copied by reallocation\n"
-            "  grown in place  {:>16} reallocations\n"
-            "  moved           {:>16} reallocations\n"
-            "  purged          {:>16} bytes returned to the OS by the decay\n",
-            runs, s.allocated, s.active, s.mapped, s.dirty, s.retained, s.copied,
-            s.grown_in_place, s.moved, s.purged);
+  auto r = json ? fmt::format_to_n(
+                      buffer, capacity,
+                      "{{\"runs\": \"{}\", \"allocated\": {}, \"active\": {}, \"mapped\": {}, "
+                      "\"dirty\": {}, "
+                      "\"retained\": {}, \"copied\": {}, \"grown_in_place\": {}, \"moved\": {}, "
+                      "\"purged\": {}}}\n",
+                      runs, s.allocated, s.active, s.mapped, s.dirty, s.retained, s.copied,
+                      s.grown_in_place, s.moved, s.purged)
+                : fmt::format_to_n(
+                      buffer, capacity,
+                      "pagemalloc statistics (run manager: {})\n"
+                      "  allocated       {:>16} bytes in live blocks\n"
+                      "  active          {:>16} bytes of pages holding live blocks\n"
+                      "  mapped          {:>16} bytes mapped from the OS\n"
+                      "  dirty           {:>16} bytes free, still resident (until the decay)\n"
+                      "  retained        {:>16} bytes free, returned to the OS\n"
+                      "  copied          {:>16} bytes copied by reallocation\n"
+                      "  grown in place  {:>16} reallocations\n"
+                      "  moved           {:>16} reallocations\n"
+                      "  purged          {:>16} bytes returned to the OS by the decay\n",
+                      runs, s.allocated, s.active, s.mapped, s.dirty, s.retained, s.copied,
+                      s.grown_in_place, s.moved, s.purged);
   return std::min(r.size, capacity);
 }
 

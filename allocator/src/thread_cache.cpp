@@ -7,9 +7,9 @@
 
 #include "address_map.h"
 #include "arena.h"
+#include "lock.h"
 #include "meta_pool.h"
 #include "pagemap/intrusive_list.h"
-#include "lock.h"
 
 namespace pagemalloc {
 namespace {
@@ -70,7 +70,8 @@ void ThreadCache::on_thread_exit(void* p) {
   t_state = CacheState::Exited;
   cache->flush_all();
   LockGuard guard(registry.lock);
-  if (cache->prev_ != nullptr) cache->prev_->next_ = cache->next_; else registry.live = cache->next_;
+  if (cache->prev_ != nullptr) cache->prev_->next_ = cache->next_;
+  else registry.live = cache->next_;
   if (cache->next_ != nullptr) cache->next_->prev_ = cache->prev_;
   registry.pool.release(cache);
 }
@@ -80,7 +81,8 @@ std::size_t ThreadCache::bytes_cached_by_all() {
   std::size_t bytes = 0;
   for (ThreadCache* c = registry.live; c != nullptr; c = c->next_)
     for (unsigned k = 0; k < kNumClasses; ++k)
-      bytes += std::size_t(c->bins_[k].count.load(std::memory_order_relaxed)) * kSizeClasses[k].size;
+      bytes +=
+          std::size_t(c->bins_[k].count.load(std::memory_order_relaxed)) * kSizeClasses[k].size;
   return bytes;
 }
 
@@ -143,7 +145,8 @@ std::uint32_t ThreadCache::flush(unsigned size_class, unsigned n) {
   Bin& bin = bins_[size_class];
   const std::uint32_t count = bin.count.load(std::memory_order_relaxed);
   // The oldest entries (bottom of the stack) go back; the warm ones stay.
-  if (bin.mixed) [[unlikely]] return_to_owners(arena_, bin.slots, n);
+  if (bin.mixed) [[unlikely]]
+    return_to_owners(arena_, bin.slots, n);
   else arena_->free_batch(bin.slots, n, "free");
   for (std::uint32_t i = n; i < count; ++i) bin.slots[i - n] = bin.slots[i];
   bin.count.store(count - n, std::memory_order_relaxed);

@@ -79,7 +79,8 @@ class ThreadCache {
 
   // The calling thread's cache, created on first use; nullptr while it must be bypassed.
   static ThreadCache* get(Arena& arena) {
-    if (current_ != nullptr) [[likely]] return current_;
+    if (current_ != nullptr) [[likely]]
+      return current_;
     return create(arena);
   }
   // The calling thread's cache if it has one.
@@ -93,7 +94,8 @@ class ThreadCache {
   void* pop(unsigned size_class) {
     Bin& bin = bins_[size_class];
     std::uint32_t count = bin.count.load(std::memory_order_relaxed);
-    if (count == 0) [[unlikely]] return refill(size_class);
+    if (count == 0) [[unlikely]]
+      return refill(size_class);
     void* p = bin.slots[--count];
     bin.count.store(count, std::memory_order_relaxed);
     *static_cast<std::uintptr_t*>(p) = 0;
@@ -104,7 +106,8 @@ class ThreadCache {
   void push(unsigned size_class, void* p) {
     Bin& bin = bins_[size_class];
     std::uint32_t count = bin.count.load(std::memory_order_relaxed);
-    if (count == bin.limit) [[unlikely]] return push_overflowing(size_class, p);
+    if (count == bin.limit) [[unlikely]]
+      return push_overflowing(size_class, p);
     bin.slots[count] = p;
     bin.count.store(count + 1, std::memory_order_relaxed);
   }
@@ -135,9 +138,9 @@ class ThreadCache {
  private:
   struct Bin {
     std::atomic<std::uint32_t> count{0};  // written by the owner only; read by statistics
-    std::uint32_t limit = 0;               // regions it may hold now, <= capacity(class)
-    void** slots = nullptr;                // capacity(class) slots in the record's storage
-    bool mixed = false;                    // may hold regions of other arenas
+    std::uint32_t limit = 0;              // regions it may hold now, <= capacity(class)
+    void** slots = nullptr;               // capacity(class) slots in the record's storage
+    bool mixed = false;                   // may hold regions of other arenas
   };
   static ThreadCache* create(Arena& arena);
   static void on_thread_exit(void* cache);

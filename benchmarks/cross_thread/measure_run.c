@@ -112,8 +112,9 @@ int main(int argc, char** argv) {
   }
   alarm(0);
   long long wall = now_ns() - started;
-  int status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status)
-               : WIFSIGNALED(wait_status) ? -WTERMSIG(wait_status) : -1;
+  int status = WIFEXITED(wait_status)     ? WEXITSTATUS(wait_status)
+               : WIFSIGNALED(wait_status) ? -WTERMSIG(wait_status)
+                                          : -1;
   fprintf(result,
           "status %d timed_out %d wall_ns %lld maxrss_kib %ld user_us %lld system_us %lld "
           "voluntary_switches %ld involuntary_switches %ld\n",

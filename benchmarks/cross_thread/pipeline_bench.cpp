@@ -9,8 +9,9 @@
 // Sizes are skewed towards small ones, as in a message-passing server: 60% of 8-128 B, 25% of
 // 129 B-4 KiB, 10% of 4-64 KiB, 5% of 64-300 KiB (uniform within each band; 13 KB on
 // average). A block is touched on every page when made and checked on every page before it is
-// freed; at the end the consumers' count and byte total must equal the producers'. Memory in flight is bounded by the
-// queues (pairs x queue blocks), so peak RSS shows what an allocator keeps of freed memory.
+// freed; at the end the consumers' count and byte total must equal the producers'. Memory in flight
+// is bounded by the queues (pairs x queue blocks), so peak RSS shows what an allocator keeps of
+// freed memory.
 //
 // Modelled on the producer-consumer workloads of the allocator literature: xmalloc-test (Chuck
 // Lever and David Boreham, "malloc() Performance in a Multithreaded Linux Environment", USENIX

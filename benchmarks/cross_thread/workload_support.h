@@ -97,8 +97,9 @@ class Arguments {
         refuse(program, summary, fmt::format("{}: '{}' is not a whole number", name, text));
       }
       if (value < parameter.least || value > parameter.most) {
-        refuse(program, summary, fmt::format("{}={} is out of bounds [{}, {}]", name, value,
-                                             parameter.least, parameter.most));
+        refuse(program, summary,
+               fmt::format("{}={} is out of bounds [{}, {}]", name, value, parameter.least,
+                           parameter.most));
       }
       parameter.value = value;
       return;

@@ -26,15 +26,14 @@
 using namespace pagemalloc::cross_thread;
 
 int main(int argc, char** argv) {
-  Arguments arguments(
-      argc, argv, "One thread allocates, another frees: producer/consumer pairs.",
-      {{"pairs", 4, 1, 256, "producer/consumer pairs"},
-       {"batches", 16000, 1, 100'000'000, "batches each producer makes"},
-       {"batch", 256, 1, 1'000'000, "blocks in a batch"},
-       {"queue", 8, 1, 1'000'000, "batches waiting at most in a pair's queue"},
-       {"least", 8, 8, 1ULL << 30, "smallest block (bytes)"},
-       {"most", 512, 8, 1ULL << 30, "largest block (bytes, >= least)"},
-       {"seed", 1, 0, UINT64_MAX, "random seed"}});
+  Arguments arguments(argc, argv, "One thread allocates, another frees: producer/consumer pairs.",
+                      {{"pairs", 4, 1, 256, "producer/consumer pairs"},
+                       {"batches", 16000, 1, 100'000'000, "batches each producer makes"},
+                       {"batch", 256, 1, 1'000'000, "blocks in a batch"},
+                       {"queue", 8, 1, 1'000'000, "batches waiting at most in a pair's queue"},
+                       {"least", 8, 8, 1ULL << 30, "smallest block (bytes)"},
+                       {"most", 512, 8, 1ULL << 30, "largest block (bytes, >= least)"},
+                       {"seed", 1, 0, UINT64_MAX, "random seed"}});
   const std::size_t pairs = arguments["pairs"], batch = arguments["batch"];
   const std::size_t least = arguments["least"], most = arguments["most"];
   if (least > most) {

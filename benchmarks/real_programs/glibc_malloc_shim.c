@@ -100,7 +100,11 @@ static size_t alignment_of_flags(int flags) {
 }
 
 EXPORT int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen) {
-  (void)name; (void)oldp; (void)oldlenp; (void)newp; (void)newlen;
+  (void)name;
+  (void)oldp;
+  (void)oldlenp;
+  (void)newp;
+  (void)newlen;
   return ENOENT;
 }
 EXPORT size_t nallocx(size_t size, int flags) {
@@ -128,16 +132,22 @@ EXPORT void* rallocx(void* ptr, size_t size, int flags) {
   return moved;
 }
 EXPORT size_t xallocx(void* ptr, size_t size, size_t extra, int flags) {
-  (void)size; (void)extra; (void)flags;
+  (void)size;
+  (void)extra;
+  (void)flags;
   return malloc_usable_size(ptr);
 }
 EXPORT size_t sallocx(const void* ptr, int flags) {
   (void)flags;
   return malloc_usable_size((void*)ptr);
 }
-EXPORT void dallocx(void* ptr, int flags) { (void)flags; __libc_free(ptr); }
+EXPORT void dallocx(void* ptr, int flags) {
+  (void)flags;
+  __libc_free(ptr);
+}
 EXPORT void sdallocx(void* ptr, size_t size, int flags) {
-  (void)size; (void)flags;
+  (void)size;
+  (void)flags;
   __libc_free(ptr);
 }
 
@@ -145,16 +155,18 @@ EXPORT void sdallocx(void* ptr, size_t size, int flags) {
 
 /* Declares `symbol` forwarding to libstdc++'s definition of the same name, with a fallback
  * that calls glibc directly when libstdc++ is not loaded. */
-#define FORWARD_TO_LIBSTDCXX(ret, symbol, params, args, fallback)                    \
-  EXPORT ret symbol params {                                                         \
-    static _Atomic(ret(*) params) target;                                            \
-    ret(*fn) params = atomic_load_explicit(&target, memory_order_acquire);           \
-    if (fn == NULL) {                                                                \
-      fn = (ret(*) params)find_in_loaded_library("libstdc++.so.6", #symbol);         \
-      if (fn == NULL) { fallback; }                                                  \
-      atomic_store_explicit(&target, fn, memory_order_release);                      \
-    }                                                                                \
-    return fn args;                                                                  \
+#define FORWARD_TO_LIBSTDCXX(ret, symbol, params, args, fallback)            \
+  EXPORT ret symbol params {                                                 \
+    static _Atomic(ret(*) params) target;                                    \
+    ret(*fn) params = atomic_load_explicit(&target, memory_order_acquire);   \
+    if (fn == NULL) {                                                        \
+      fn = (ret(*) params)find_in_loaded_library("libstdc++.so.6", #symbol); \
+      if (fn == NULL) {                                                      \
+        fallback;                                                            \
+      }                                                                      \
+      atomic_store_explicit(&target, fn, memory_order_release);              \
+    }                                                                        \
+    return fn args;                                                          \
   }
 
 /* Without libstdc++ there is no bad_alloc to throw: an allocation failure aborts. */
@@ -163,7 +175,9 @@ static void* checked(void* ptr) {
   return ptr;
 }
 
-typedef struct { char unused; } nothrow_t_stub;
+typedef struct {
+  char unused;
+} nothrow_t_stub;
 FORWARD_TO_LIBSTDCXX(void*, _Znwm, (size_t n), (n), return checked(__libc_malloc(n)))
 FORWARD_TO_LIBSTDCXX(void*, _Znam, (size_t n), (n), return checked(__libc_malloc(n)))
 FORWARD_TO_LIBSTDCXX(void*, _ZnwmRKSt9nothrow_t, (size_t n, const nothrow_t_stub* t), (n, t),
@@ -184,25 +198,47 @@ FORWARD_TO_LIBSTDCXX(void*, _ZnamSt11align_val_tRKSt9nothrow_t,
 /* The deletes only free: no lookup is needed. */
 EXPORT void _ZdlPv(void* p) { __libc_free(p); }
 EXPORT void _ZdaPv(void* p) { __libc_free(p); }
-EXPORT void _ZdlPvm(void* p, size_t n) { (void)n; __libc_free(p); }
-EXPORT void _ZdaPvm(void* p, size_t n) { (void)n; __libc_free(p); }
-EXPORT void _ZdlPvRKSt9nothrow_t(void* p, const nothrow_t_stub* t) { (void)t; __libc_free(p); }
-EXPORT void _ZdaPvRKSt9nothrow_t(void* p, const nothrow_t_stub* t) { (void)t; __libc_free(p); }
-EXPORT void _ZdlPvSt11align_val_t(void* p, size_t a) { (void)a; __libc_free(p); }
-EXPORT void _ZdaPvSt11align_val_t(void* p, size_t a) { (void)a; __libc_free(p); }
+EXPORT void _ZdlPvm(void* p, size_t n) {
+  (void)n;
+  __libc_free(p);
+}
+EXPORT void _ZdaPvm(void* p, size_t n) {
+  (void)n;
+  __libc_free(p);
+}
+EXPORT void _ZdlPvRKSt9nothrow_t(void* p, const nothrow_t_stub* t) {
+  (void)t;
+  __libc_free(p);
+}
+EXPORT void _ZdaPvRKSt9nothrow_t(void* p, const nothrow_t_stub* t) {
+  (void)t;
+  __libc_free(p);
+}
+EXPORT void _ZdlPvSt11align_val_t(void* p, size_t a) {
+  (void)a;
+  __libc_free(p);
+}
+EXPORT void _ZdaPvSt11align_val_t(void* p, size_t a) {
+  (void)a;
+  __libc_free(p);
+}
 EXPORT void _ZdlPvmSt11align_val_t(void* p, size_t n, size_t a) {
-  (void)n; (void)a;
+  (void)n;
+  (void)a;
   __libc_free(p);
 }
 EXPORT void _ZdaPvmSt11align_val_t(void* p, size_t n, size_t a) {
-  (void)n; (void)a;
+  (void)n;
+  (void)a;
   __libc_free(p);
 }
 EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void* p, size_t a, const nothrow_t_stub* t) {
-  (void)a; (void)t;
+  (void)a;
+  (void)t;
   __libc_free(p);
 }
 EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void* p, size_t a, const nothrow_t_stub* t) {
-  (void)a; (void)t;
+  (void)a;
+  (void)t;
   __libc_free(p);
 }

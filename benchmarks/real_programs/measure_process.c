@@ -41,8 +41,7 @@ static long long microseconds(struct timeval t) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: %s RESULT_FILE [-e NAME=VALUE]... -- COMMAND [ARGUMENT]...\n",
-            argv[0]);
+    fprintf(stderr, "usage: %s RESULT_FILE [-e NAME=VALUE]... -- COMMAND [ARGUMENT]...\n", argv[0]);
     return 125;
   }
   const char* result_path = argv[1];
@@ -76,8 +75,7 @@ int main(int argc, char** argv) {
       if (putenv(argv[i + 1]) != 0) _exit(125);
     }
     execvp(argv[command + 1], &argv[command + 1]);
-    fprintf(stderr, "measure_process: cannot execute %s: %s\n", argv[command + 1],
-            strerror(errno));
+    fprintf(stderr, "measure_process: cannot execute %s: %s\n", argv[command + 1], strerror(errno));
     _exit(127);
   }
 
@@ -90,8 +88,9 @@ int main(int argc, char** argv) {
     }
   }
   long long wall = now_ns() - started;
-  int status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status)
-               : WIFSIGNALED(wait_status) ? -WTERMSIG(wait_status) : -1;
+  int status = WIFEXITED(wait_status)     ? WEXITSTATUS(wait_status)
+               : WIFSIGNALED(wait_status) ? -WTERMSIG(wait_status)
+                                          : -1;
   fprintf(result, "status %d wall_ns %lld maxrss_kib %ld user_us %lld system_us %lld\n", status,
           wall, usage.ru_maxrss, microseconds(usage.ru_utime), microseconds(usage.ru_stime));
   return fclose(result) == 0 ? 0 : 125;

@@ -232,8 +232,8 @@ class Driver {
     const BlockRecord old = model_.record(p);
     void* q = pm_realloc(p, size);
     if (q == nullptr) return model_.fail(fmt::format("pm_realloc({}) returned NULL", size));
-    model_.resized(p, q, Request{size, 1, false, home_after_move(old, kAnyAutomatic, q != p)},
-                   size, "pm_realloc");
+    model_.resized(p, q, Request{size, 1, false, home_after_move(old, kAnyAutomatic, q != p)}, size,
+                   "pm_realloc");
   }
 
   void op_free(Op how) {
@@ -241,16 +241,12 @@ class Driver {
     if (p == nullptr) return pm_free(nullptr);
     const BlockRecord b = model_.record(p);
     switch (how) {
-      case Op::Dallocx:
-        model_.release(p, "pm_dallocx");
-        return pm_dallocx(p, align_flag(b.align));
+      case Op::Dallocx: model_.release(p, "pm_dallocx"); return pm_dallocx(p, align_flag(b.align));
       case Op::Sdallocx:
         model_.release(p, "pm_sdallocx");
         // Any size from the one asked for to the usable size names the block.
         return pm_sdallocx(p, c_.one_in(2) ? b.requested : b.usable, align_flag(b.align));
-      default:
-        model_.release(p, "pm_free");
-        return pm_free(p);
+      default: model_.release(p, "pm_free"); return pm_free(p);
     }
   }
 
@@ -268,7 +264,8 @@ class Driver {
     const std::size_t align = draw_align();
     const std::size_t size = draw_size();
     if (over_bounds(size + align, true)) return op_free(Op::Free);
-    if (c_.one_in(2)) model_.adopt(pm_aligned_alloc(align, size), Request{size, align}, "pm_aligned_alloc");
+    if (c_.one_in(2))
+      model_.adopt(pm_aligned_alloc(align, size), Request{size, align}, "pm_aligned_alloc");
     else model_.adopt(pm_memalign(align, size), Request{size, align}, "pm_memalign");
   }
 
@@ -313,8 +310,8 @@ class Driver {
     void* q = pm_rallocx(p, size, align_flag(align) | (zero ? PM_ZERO : 0) | arena_flag(arena));
     if (q == nullptr) {
       if (!names_none || errno != EINVAL)
-        return model_.fail(fmt::format("pm_rallocx({}, align {}) returned NULL, errno {}", size,
-                                       align, errno));
+        return model_.fail(
+            fmt::format("pm_rallocx({}, align {}) returned NULL, errno {}", size, align, errno));
       return model_.verify(p, "pm_rallocx (failed)");  // the block is untouched
     }
     if (names_none && q != p)
@@ -334,10 +331,11 @@ class Driver {
     const std::size_t usable = pm_xallocx(p, size, extra, zero ? PM_ZERO : 0);
     model_.trace("  pm_xallocx({} of {} bytes, {}, extra {}) = {}", fmt::ptr(p), old.usable, size,
                  extra, usable);
-    const std::size_t most = std::max(old.usable, (size + extra + kPageSize - 1) / kPageSize * kPageSize);
+    const std::size_t most =
+        std::max(old.usable, (size + extra + kPageSize - 1) / kPageSize * kPageSize);
     if ((usable != old.usable && usable < size) || usable > most)
-      return model_.fail(fmt::format("pm_xallocx({}, extra {}) of a {}-byte block: {}", size,
-                                     extra, old.usable, usable));
+      return model_.fail(fmt::format("pm_xallocx({}, extra {}) of a {}-byte block: {}", size, extra,
+                                     old.usable, usable));
     model_.resized(p, p, Request{usable, old.align, zero, old.arena}, usable, "pm_xallocx");
   }
 
@@ -353,9 +351,10 @@ class Driver {
     const int flags = align_flag(draw_align());
     const std::size_t n = pm_nallocx(size, flags);
     if (n < size || n == 0 || pm_nallocx(n, flags) != n || pm_nallocx(size + 1, flags) < n)
-      model_.fail(fmt::format("pm_nallocx({}, flags {:#x}) = {}: not a usable size, not a fixed "
-                              "point or not monotonic",
-                              size, flags, n));
+      model_.fail(
+          fmt::format("pm_nallocx({}, flags {:#x}) = {}: not a usable size, not a fixed "
+                      "point or not monotonic",
+                      size, flags, n));
   }
 
   void op_arena_create() {
@@ -372,7 +371,8 @@ class Driver {
     if (arenas.empty() || c_.one_in(16)) {
       const unsigned none = draw_index_of_no_explicit_arena();
       const int error = destroy ? pm_arena_destroy(none) : pm_arena_reset(none);
-      if (error != EINVAL) model_.fail(fmt::format("{}({}), not an explicit arena: {}", call, none, error));
+      if (error != EINVAL)
+        model_.fail(fmt::format("{}({}), not an explicit arena: {}", call, none, error));
       return;
     }
     const unsigned a = arenas[c_.below(arenas.size())];
@@ -383,7 +383,8 @@ class Driver {
     if (!destroy) return model_.check_arena_stats(a);
     pm_arena_stats s{};
     errno = 0;
-    if (pm_arena_stats_get(a, &s) != EINVAL || pm_mallocx(8, PM_ARENA(a)) != nullptr || errno != EINVAL)
+    if (pm_arena_stats_get(a, &s) != EINVAL || pm_mallocx(8, PM_ARENA(a)) != nullptr ||
+        errno != EINVAL)
       model_.fail(fmt::format("arena {} still answers after pm_arena_destroy", a));
   }
 
@@ -431,7 +432,8 @@ class Driver {
       case 3: p = pm_aligned_alloc(48, 100); break;
       case 4: {
         const int error = pm_posix_memalign(&p, c_.one_in(2) ? 4 : 24, 100);
-        if (error != EINVAL || p != nullptr) model_.fail(fmt::format("pm_posix_memalign: {}", error));
+        if (error != EINVAL || p != nullptr)
+          model_.fail(fmt::format("pm_posix_memalign: {}", error));
         return;
       }
       case 5:
@@ -456,7 +458,8 @@ class Driver {
         const std::size_t usable = model_.record(b).usable;
         if (which == 7 ? pm_rallocx(b, kHuge, 0) != nullptr || errno != ENOMEM
                        : pm_xallocx(b, kHuge, 0, 0) != usable)
-          model_.fail(fmt::format("resizing a block to SIZE_MAX did not fail cleanly (errno {})", errno));
+          model_.fail(
+              fmt::format("resizing a block to SIZE_MAX did not fail cleanly (errno {})", errno));
         model_.check_usable(b, "pm_sallocx after a failed resize");
         return model_.verify(b, "a failed resize");
       }

@@ -20,9 +20,9 @@
 
 namespace pagemalloc::fuzz {
 
-inline constexpr std::size_t kWholeCoverage = 64 * 1024;  // blocks up to this: every byte
-inline constexpr std::size_t kEdgeCoverage = 16 * 1024;   // bigger ones: each end ...
-inline constexpr std::size_t kCoverageStride = 16 * 1024; // ... and a line per stride
+inline constexpr std::size_t kWholeCoverage = 64 * 1024;   // blocks up to this: every byte
+inline constexpr std::size_t kEdgeCoverage = 16 * 1024;    // bigger ones: each end ...
+inline constexpr std::size_t kCoverageStride = 16 * 1024;  // ... and a line per stride
 inline constexpr std::size_t kCoverageLine = 64;
 static_assert(kEdgeCoverage % kCoverageStride == 0 && 2 * kEdgeCoverage < kWholeCoverage);
 static_assert(kCoverageStride / kCoverageLine == 256);  // a line's place: 8 bits of a hash

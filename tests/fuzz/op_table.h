@@ -18,9 +18,29 @@ inline constexpr std::size_t kMaxLiveBytes = std::size_t{48} << 20;
 inline constexpr std::size_t kMaxExplicitArenas = 6;
 
 enum class Op : std::uint8_t {
-  Malloc, Calloc, Realloc, Free, PosixMemalign, AlignedAlloc, Mallocx, Rallocx, Xallocx,
-  Sallocx, Dallocx, Sdallocx, Nallocx, ArenaCreate, ArenaReset, ArenaDestroy, Stats, Purge,
-  CheckHeap, SetDecay, SetChecks, OtherThread, BadInput,
+  Malloc,
+  Calloc,
+  Realloc,
+  Free,
+  PosixMemalign,
+  AlignedAlloc,
+  Mallocx,
+  Rallocx,
+  Xallocx,
+  Sallocx,
+  Dallocx,
+  Sdallocx,
+  Nallocx,
+  ArenaCreate,
+  ArenaReset,
+  ArenaDestroy,
+  Stats,
+  Purge,
+  CheckHeap,
+  SetDecay,
+  SetChecks,
+  OtherThread,
+  BadInput,
 };
 
 struct OpWeight {
@@ -30,17 +50,28 @@ struct OpWeight {
 };
 
 inline constexpr OpWeight kOpWeights[] = {
-    {Op::Malloc, 33, "malloc"},          {Op::Calloc, 12, "calloc"},
-    {Op::Realloc, 22, "realloc"},        {Op::Free, 30, "free"},
-    {Op::PosixMemalign, 6, "posix_memalign"}, {Op::AlignedAlloc, 6, "aligned_alloc"},
-    {Op::Mallocx, 36, "mallocx"},        {Op::Rallocx, 26, "rallocx"},
-    {Op::Xallocx, 14, "xallocx"},        {Op::Sallocx, 10, "sallocx"},
-    {Op::Dallocx, 16, "dallocx"},        {Op::Sdallocx, 16, "sdallocx"},
-    {Op::Nallocx, 6, "nallocx"},         {Op::ArenaCreate, 3, "arena_create"},
-    {Op::ArenaReset, 3, "arena_reset"},  {Op::ArenaDestroy, 2, "arena_destroy"},
-    {Op::Stats, 4, "stats"},             {Op::Purge, 1, "purge"},
-    {Op::CheckHeap, 3, "check_heap"},    {Op::SetDecay, 1, "set_decay"},
-    {Op::SetChecks, 2, "set_checks"},    {Op::OtherThread, 1, "other_thread"},
+    {Op::Malloc, 33, "malloc"},
+    {Op::Calloc, 12, "calloc"},
+    {Op::Realloc, 22, "realloc"},
+    {Op::Free, 30, "free"},
+    {Op::PosixMemalign, 6, "posix_memalign"},
+    {Op::AlignedAlloc, 6, "aligned_alloc"},
+    {Op::Mallocx, 36, "mallocx"},
+    {Op::Rallocx, 26, "rallocx"},
+    {Op::Xallocx, 14, "xallocx"},
+    {Op::Sallocx, 10, "sallocx"},
+    {Op::Dallocx, 16, "dallocx"},
+    {Op::Sdallocx, 16, "sdallocx"},
+    {Op::Nallocx, 6, "nallocx"},
+    {Op::ArenaCreate, 3, "arena_create"},
+    {Op::ArenaReset, 3, "arena_reset"},
+    {Op::ArenaDestroy, 2, "arena_destroy"},
+    {Op::Stats, 4, "stats"},
+    {Op::Purge, 1, "purge"},
+    {Op::CheckHeap, 3, "check_heap"},
+    {Op::SetDecay, 1, "set_decay"},
+    {Op::SetChecks, 2, "set_checks"},
+    {Op::OtherThread, 1, "other_thread"},
     {Op::BadInput, 3, "bad_input"},
 };
 
@@ -66,9 +97,26 @@ constexpr const char* op_name(Op op) {
 // Sizes on either side of every boundary between kinds, and 0 (which once made blocks of zero
 // pages on the page-run and huge paths: tests/size_zero_test.cpp).
 inline constexpr std::size_t kEdgeSizes[] = {
-    0, 1, 8, 9, 128, 129, 1024, 1025, kMaxSmallSize - 1, kMaxSmallSize, kMaxSmallSize + 1,
-    kPageSize, kPageSize + 1, kMaxRunPages.bytes() - 1, kMaxRunPages.bytes(),
-    kMaxRunPages.bytes() + 1, kChunkSize - 1, kChunkSize, kChunkSize + 1, 2 * kChunkSize,
+    0,
+    1,
+    8,
+    9,
+    128,
+    129,
+    1024,
+    1025,
+    kMaxSmallSize - 1,
+    kMaxSmallSize,
+    kMaxSmallSize + 1,
+    kPageSize,
+    kPageSize + 1,
+    kMaxRunPages.bytes() - 1,
+    kMaxRunPages.bytes(),
+    kMaxRunPages.bytes() + 1,
+    kChunkSize - 1,
+    kChunkSize,
+    kChunkSize + 1,
+    2 * kChunkSize,
 };
 
 }  // namespace pagemalloc::fuzz

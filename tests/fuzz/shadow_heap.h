@@ -35,11 +35,11 @@
 
 #include "address_map.h"
 #include "arena.h"
+#include "block_pattern.h"
 #include "bump_space.h"
 #include "flags.h"
 #include "huge.h"
 #include "pagemap/pages.h"
-#include "block_pattern.h"
 
 namespace pagemalloc::fuzz {
 
@@ -48,12 +48,12 @@ namespace pagemalloc::fuzz {
 inline constexpr unsigned kAnyAutomatic = kNoArena;
 
 struct BlockRecord {
-  std::size_t requested = 0;  // the size asked for last: what pm_sdallocx may be given
-  std::size_t usable = 0;     // what pm_sallocx must say
-  std::size_t align = 1;      // the alignment asked for last (1: none)
+  std::size_t requested = 0;       // the size asked for last: what pm_sdallocx may be given
+  std::size_t usable = 0;          // what pm_sallocx must say
+  std::size_t align = 1;           // the alignment asked for last (1: none)
   unsigned arena = kAnyAutomatic;  // an explicit arena's index, or kAnyAutomatic
-  std::uint64_t seed = 0;     // of the pattern written over the block
-  Layout layout;              // where that pattern lies
+  std::uint64_t seed = 0;          // of the pattern written over the block
+  Layout layout;                   // where that pattern lies
 };
 
 // What a block was asked for, to check the allocator's answer against.
@@ -101,13 +101,15 @@ class ShadowHeap {
 
   // A block the allocator just returned for r: checks it, writes its pattern, records it.
   void adopt(void* p, const Request& r, const char* call) {
-    if (p == nullptr) return fail(fmt::format("{}({}, align {}) returned NULL", call, r.size, r.align));
+    if (p == nullptr)
+      return fail(fmt::format("{}({}, align {}) returned NULL", call, r.size, r.align));
     auto* bytes = static_cast<std::byte*>(p);
     trace("  {}({}, align {}, zero {}, arena {}) = {}", call, r.size, r.align, r.zero,
           std::int64_t(r.arena == kAnyAutomatic ? -1 : r.arena), fmt::ptr(p));
     const std::size_t usable = check_placement(bytes, r, call);
     if (!ok()) return;
-    BlockRecord b{r.size, usable, r.align, home_of(r.arena), next_seed(), Layout{key(bytes), usable}};
+    BlockRecord b{r.size,           usable,      r.align,
+                  home_of(r.arena), next_seed(), Layout{key(bytes), usable}};
     if (r.zero) expect_zero(bytes, b.layout, 0, usable, call);
     write_pattern(bytes, b.layout, b.seed);
     insert(bytes, b);
@@ -120,13 +122,14 @@ class ShadowHeap {
     const BlockRecord old = record(p);
     auto* bytes = static_cast<std::byte*>(now);
     trace("  {}({} of {} bytes, {}, align {}, zero {}, arena {}) = {}", call, fmt::ptr(p),
-          old.usable, r.size, r.align, r.zero, std::int64_t(r.arena == kAnyAutomatic ? -1 : r.arena),
-          fmt::ptr(now));
+          old.usable, r.size, r.align, r.zero,
+          std::int64_t(r.arena == kAnyAutomatic ? -1 : r.arena), fmt::ptr(now));
     if (now != p) keep_if_never_freed(p);
     erase(p);
     const std::size_t usable = check_placement(bytes, r, call);
     if (!ok()) return;
-    if (auto at = pattern_mismatch(bytes, old.layout, old.seed, kept < old.usable ? kept : old.usable))
+    if (auto at =
+            pattern_mismatch(bytes, old.layout, old.seed, kept < old.usable ? kept : old.usable))
       return fail(fmt::format("{}: block {} (now {}) lost its contents at offset {} of {} kept",
                               call, fmt::ptr(p), fmt::ptr(now), *at, kept));
     BlockRecord b{r.size, usable, r.align, home_of(r.arena), old.seed, Layout{key(bytes), usable}};
@@ -199,9 +202,10 @@ class ShadowHeap {
     const Tally& t = tallies_[arena];
     const Tally& k = kept_[arena];
     if (s.blocks != t.blocks + k.blocks || s.allocated != t.bytes + k.bytes)
-      return fail(fmt::format("arena {}: {} blocks of {} bytes; the model has {} of {} ({} of {} "
-                              "kept)", arena, s.blocks, s.allocated, t.blocks + k.blocks,
-                              t.bytes + k.bytes, k.blocks, k.bytes));
+      return fail(fmt::format(
+          "arena {}: {} blocks of {} bytes; the model has {} of {} ({} of {} "
+          "kept)",
+          arena, s.blocks, s.allocated, t.blocks + k.blocks, t.bytes + k.bytes, k.blocks, k.bytes));
     if (s.active < s.allocated || s.mapped < s.active)
       fail(fmt::format("arena {}: allocated {} <= active {} <= mapped {} does not hold", arena,
                        s.allocated, s.active, s.mapped));
@@ -255,8 +259,7 @@ class ShadowHeap {
   // A bumped block of a PM_ARENA_NO_FREE arena, about to be freed: it stays counted.
   void keep_if_never_freed(std::byte* p) {
     const BlockRecord& b = record(p);
-    if (b.arena == kAnyAutomatic || !no_free_[b.arena] || BumpSpace::owner_of(p) == nullptr)
-      return;
+    if (b.arena == kAnyAutomatic || !no_free_[b.arena] || BumpSpace::owner_of(p) == nullptr) return;
     kept_[b.arena].blocks += 1;
     kept_[b.arena].bytes += b.usable;
     kept_bytes_ += b.usable;
@@ -277,10 +280,10 @@ class ShadowHeap {
                        call, r.size, r.align, usable, usable_size, expected));
     const unsigned holder = holder_of(p);
     const bool huge = is_chunk_aligned(p);
-    const bool in_its_arena =
-        r.arena == kAnyAutomatic ? (huge ? holder == kAnyAutomatic : holder < automatic_arenas_)
-        : is_explicit(r.arena)   ? holder == r.arena
-                                 : holder == (huge ? kAnyAutomatic : r.arena);
+    const bool in_its_arena = r.arena == kAnyAutomatic
+                                  ? (huge ? holder == kAnyAutomatic : holder < automatic_arenas_)
+                              : is_explicit(r.arena) ? holder == r.arena
+                                                     : holder == (huge ? kAnyAutomatic : r.arena);
     if (!in_its_arena)
       fail(fmt::format("{}: {} is held by arena {}, asked for {}", call, fmt::ptr(p),
                        std::int64_t(holder == kNoArena ? -1 : holder),
@@ -337,13 +340,13 @@ class ShadowHeap {
   }
 
   unsigned automatic_arenas_ = 1;
-  std::size_t baseline_allocated_ = 0;   // the heap's allocated bytes when the model started
-  std::vector<Live> live_;               // in no order: a random block in O(1)
+  std::size_t baseline_allocated_ = 0;  // the heap's allocated bytes when the model started
+  std::vector<Live> live_;              // in no order: a random block in O(1)
   std::map<std::uintptr_t, std::size_t> index_of_;  // address -> position in live_
   std::size_t live_bytes_ = 0;
-  std::vector<unsigned> arenas_;         // live explicit arenas
+  std::vector<unsigned> arenas_;  // live explicit arenas
   std::unordered_map<unsigned, Tally> tallies_;
-  std::unordered_map<unsigned, Tally> kept_;     // NO_FREE arenas' freed bumped blocks
+  std::unordered_map<unsigned, Tally> kept_;  // NO_FREE arenas' freed bumped blocks
   std::unordered_map<unsigned, bool> no_free_;
   std::size_t kept_bytes_ = 0;
   std::uint64_t seeds_ = 0;

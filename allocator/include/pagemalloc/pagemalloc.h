@@ -140,24 +140,24 @@ void* pm_arena_bump(pm_bump_cursor* cursor, size_t size, int flags);
 void pm_arena_bump_flush(pm_bump_cursor* cursor);
 
 typedef struct pm_arena_stats {
-  size_t blocks;     /* live blocks */
-  size_t allocated;  /* bytes in live blocks (usable sizes) */
-  size_t active;     /* bytes of pages holding live blocks */
-  size_t mapped;     /* bytes mapped from the OS for the arena, its metadata included */
+  size_t blocks;    /* live blocks */
+  size_t allocated; /* bytes in live blocks (usable sizes) */
+  size_t active;    /* bytes of pages holding live blocks */
+  size_t mapped;    /* bytes mapped from the OS for the arena, its metadata included */
 } pm_arena_stats;
 int pm_arena_stats_get(unsigned arena, pm_arena_stats* out);
 
 /* introspection */
 typedef struct pm_stats {
-  size_t allocated;         /* bytes in live blocks (usable sizes) */
-  size_t active;            /* bytes of pages holding live blocks (slabs, runs, huge) */
-  size_t mapped;            /* bytes mapped from the OS and not yet released */
-  size_t dirty;             /* bytes of free pages still resident (returned after the decay) */
-  size_t retained;          /* bytes of free pages returned to the OS, address space kept */
-  size_t copied;            /* bytes copied by reallocation, since start */
-  size_t grown_in_place;    /* reallocations that grew a block without moving it */
-  size_t moved;             /* reallocations that moved a block (by copy or by remapping) */
-  size_t purged;            /* bytes returned to the OS by the decay, since start */
+  size_t allocated;      /* bytes in live blocks (usable sizes) */
+  size_t active;         /* bytes of pages holding live blocks (slabs, runs, huge) */
+  size_t mapped;         /* bytes mapped from the OS and not yet released */
+  size_t dirty;          /* bytes of free pages still resident (returned after the decay) */
+  size_t retained;       /* bytes of free pages returned to the OS, address space kept */
+  size_t copied;         /* bytes copied by reallocation, since start */
+  size_t grown_in_place; /* reallocations that grew a block without moving it */
+  size_t moved;          /* reallocations that moved a block (by copy or by remapping) */
+  size_t purged;         /* bytes returned to the OS by the decay, since start */
 } pm_stats;
 
 /* Fills *out with a consistent snapshot of the statistics. */

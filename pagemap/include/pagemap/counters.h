@@ -21,15 +21,15 @@ inline constexpr bool kCountersEnabled = false;
 #endif
 
 struct RunCounterValues {
-  std::uint64_t operations = 0;     // alloc, free, grow and shrink calls
-  std::uint64_t nodes_visited = 0;  // tree nodes looked at (searches and fix-ups)
-  std::uint64_t rotations = 0;      // tree rotations
-  std::uint64_t map_reads = 0;      // page-map entries read
-  std::uint64_t map_writes = 0;     // page-map entries written
-  std::uint64_t splits = 0;         // free runs split to serve a request
-  std::uint64_t coalesces = 0;      // free runs merged with a neighbour
-  std::uint64_t grows_in_place = 0; // runs grown into the free run after them
-  std::uint64_t chunks_added = 0;   // chunks taken from the OS
+  std::uint64_t operations = 0;      // alloc, free, grow and shrink calls
+  std::uint64_t nodes_visited = 0;   // tree nodes looked at (searches and fix-ups)
+  std::uint64_t rotations = 0;       // tree rotations
+  std::uint64_t map_reads = 0;       // page-map entries read
+  std::uint64_t map_writes = 0;      // page-map entries written
+  std::uint64_t splits = 0;          // free runs split to serve a request
+  std::uint64_t coalesces = 0;       // free runs merged with a neighbour
+  std::uint64_t grows_in_place = 0;  // runs grown into the free run after them
+  std::uint64_t chunks_added = 0;    // chunks taken from the OS
 };
 
 class RunCounters {

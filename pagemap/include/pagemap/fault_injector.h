@@ -77,9 +77,8 @@ class FaultInjector {
     if (mode == Mode::Off || (targets_.load(std::memory_order_relaxed) & bit(call)) == 0)
       return false;
     const std::uint64_t number = armed_calls_.fetch_add(1, std::memory_order_relaxed) + 1;
-    const bool fail = mode == Mode::Nth
-                          ? number == nth_.load(std::memory_order_relaxed)
-                          : decide(seed_.load(std::memory_order_relaxed), number);
+    const bool fail = mode == Mode::Nth ? number == nth_.load(std::memory_order_relaxed)
+                                        : decide(seed_.load(std::memory_order_relaxed), number);
     if (fail) failures_[unsigned(call)].fetch_add(1, std::memory_order_relaxed);
     return fail;
   }

@@ -13,25 +13,31 @@ class IntrusiveList {
   void push_front(T* x) {
     x->*Prev = nullptr;
     x->*Next = head_;
-    if (head_ != nullptr) head_->*Prev = x; else tail_ = x;
+    if (head_ != nullptr) head_->*Prev = x;
+    else tail_ = x;
     head_ = x;
   }
   void push_back(T* x) {
     x->*Next = nullptr;
     x->*Prev = tail_;
-    if (tail_ != nullptr) tail_->*Next = x; else head_ = x;
+    if (tail_ != nullptr) tail_->*Next = x;
+    else head_ = x;
     tail_ = x;
   }
   void remove(T* x) {
-    if (x->*Prev != nullptr) (x->*Prev)->*Next = x->*Next; else head_ = x->*Next;
-    if (x->*Next != nullptr) (x->*Next)->*Prev = x->*Prev; else tail_ = x->*Prev;
+    if (x->*Prev != nullptr) (x->*Prev)->*Next = x->*Next;
+    else head_ = x->*Next;
+    if (x->*Next != nullptr) (x->*Next)->*Prev = x->*Prev;
+    else tail_ = x->*Prev;
   }
   // Puts `now` where `was` stands (same neighbours), `was` leaves the list.
   void replace(T* was, T* now) {
     now->*Prev = was->*Prev;
     now->*Next = was->*Next;
-    if (now->*Prev != nullptr) (now->*Prev)->*Next = now; else head_ = now;
-    if (now->*Next != nullptr) (now->*Next)->*Prev = now; else tail_ = now;
+    if (now->*Prev != nullptr) (now->*Prev)->*Next = now;
+    else head_ = now;
+    if (now->*Next != nullptr) (now->*Next)->*Prev = now;
+    else tail_ = now;
   }
 
  private:

@@ -38,7 +38,8 @@ class PageEntry {
                      (std::uint64_t(pages.value()) << kPagesShift));
   }
   static constexpr PageEntry large(PageCount pages) {
-    return PageEntry(std::uint64_t(PageKind::Large) | (std::uint64_t(pages.value()) << kPagesShift));
+    return PageEntry(std::uint64_t(PageKind::Large) |
+                     (std::uint64_t(pages.value()) << kPagesShift));
   }
   // Requires: descriptor is aligned to 64 bytes and below 2^48; size_class < 256;
   // page_in_slab (this page's distance from the slab's first page) < 256.
@@ -110,9 +111,7 @@ struct ChunkLayout {
   static ChunkInfo* info(std::byte* chunk) {
     return reinterpret_cast<ChunkInfo*>(chunk + kInfoOffset);
   }
-  static std::byte* chunk_of(const ChunkInfo* info) {
-    return chunk_base_of(info);
-  }
+  static std::byte* chunk_of(const ChunkInfo* info) { return chunk_base_of(info); }
   static Node* nodes(std::byte* chunk) { return reinterpret_cast<Node*>(chunk + kNodesOffset); }
   static Node* node(std::byte* chunk, PageIndex i) { return nodes(chunk) + i.value(); }
   static PageIndex index_of(const Node* node) {

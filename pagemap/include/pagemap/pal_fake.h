@@ -79,9 +79,7 @@ class FakePal {
   [[nodiscard]] int live_reservations() const { return live_; }
   [[nodiscard]] int reserve_calls() const { return reserve_calls_; }
   [[nodiscard]] std::size_t decommitted_bytes() const { return decommitted_bytes_; }
-  [[nodiscard]] bool owns(const void* p) const {
-    return p >= base_ && p < base_ + capacity_;
-  }
+  [[nodiscard]] bool owns(const void* p) const { return p >= base_ && p < base_ + capacity_; }
 
  private:
   static void* fail() {

@@ -57,10 +57,10 @@ class FaultInjectingPal {
 
   // Only when the wrapped layer can move pages (LinuxPal::move): `to`, a reservation of
   // new_bytes, takes the pages of [p, p + old_bytes), which stop being held.
-  bool move(void* p, std::size_t old_bytes, void* to, std::size_t new_bytes)
-    requires requires(Inner& inner, void* q, std::size_t n) {
-      { inner.move(q, n, q, n) } -> std::same_as<bool>;
-    }
+  bool move(void* p, std::size_t old_bytes, void* to, std::size_t new_bytes) requires
+      requires(Inner& inner, void* q, std::size_t n) {
+    { inner.move(q, n, q, n) } -> std::same_as<bool>;
+  }
   {
     if (injector.should_fail(PalCall::Move) || !inner_.move(p, old_bytes, to, new_bytes))
       return false;

@@ -43,12 +43,8 @@ class LinuxPal {
   // Hints, not part of the Pal concept: ask the kernel to back [p, p+bytes) with transparent
   // huge pages at first touch (MADV_HUGEPAGE), or never to (MADV_NOHUGEPAGE). A kernel
   // without them refuses the hint, which changes nothing.
-  static void prefer_huge_pages(void* p, std::size_t bytes) {
-    ::madvise(p, bytes, MADV_HUGEPAGE);
-  }
-  static void avoid_huge_pages(void* p, std::size_t bytes) {
-    ::madvise(p, bytes, MADV_NOHUGEPAGE);
-  }
+  static void prefer_huge_pages(void* p, std::size_t bytes) { ::madvise(p, bytes, MADV_HUGEPAGE); }
+  static void avoid_huge_pages(void* p, std::size_t bytes) { ::madvise(p, bytes, MADV_NOHUGEPAGE); }
 
   bool grow(void* p, std::size_t old_bytes, std::size_t new_bytes) {
     return ::mremap(p, old_bytes, new_bytes, 0) != MAP_FAILED;

@@ -107,8 +107,8 @@ class RunManagerCore {
     if (n <= run.pages) return true;
     FreeSpan right = self().right_neighbour(run.chunk, run.end());
     if (!right || run.pages + right.pages < n) return false;
-    if (!right.dirty && !pal_.commit(run.chunk + (right.first.value() << kLgPageSize),
-                                     (n - run.pages).bytes()))
+    if (!right.dirty &&
+        !pal_.commit(run.chunk + (right.first.value() << kLgPageSize), (n - run.pages).bytes()))
       return false;
     carve(right, n - run.pages);
     write_allocated_tags(run.chunk, run.first, n);

@@ -76,7 +76,7 @@ inline constexpr std::uint64_t kTraceVersion = 2;
 struct TraceRecord {
   TraceOp op;
   std::uint8_t reserved;
-  std::uint16_t instance;   // the run manager called, from 1
+  std::uint16_t instance;  // the run manager called, from 1
   std::uint32_t run_pages;
   std::uint64_t run_base;
   std::uint64_t argument;
@@ -146,8 +146,8 @@ class TraceLog {
       return;
     }
     state_ = State::Open;
-    buffer_[buffered_++] = TraceRecord{TraceOp::Header, 0, 0, 0, kTraceMagic, kTraceVersion,
-                                       static_cast<std::uint64_t>(pid_)};
+    buffer_[buffered_++] = TraceRecord{
+        TraceOp::Header, 0, 0, 0, kTraceMagic, kTraceVersion, static_cast<std::uint64_t>(pid_)};
   }
 
   // Requires: the lock held.

@@ -57,7 +57,9 @@ struct NoAugment {
   template <class Node>
   static void update(Node*, const Node*, const Node*) {}
   template <class Node>
-  static bool holds(const Node*, const Node*, const Node*) { return true; }
+  static bool holds(const Node*, const Node*, const Node*) {
+    return true;
+  }
 };
 
 struct NoObserver {
@@ -66,7 +68,9 @@ struct NoObserver {
 };
 
 template <class Augment>
-inline constexpr bool kAugmented = requires { requires Augment::kEnabled; };
+inline constexpr bool kAugmented = requires {
+  requires Augment::kEnabled;
+};
 
 template <RbTraits Traits, class Augment = NoAugment, class Observer = NoObserver>
 class RbTree {
@@ -112,8 +116,8 @@ class RbTree {
   // Requires: `node` is in this tree.
   void erase(Node* node) {
     RbLink* z = Traits::link(node);
-    RbLink* x;          // the node that moves up into the removed position (may be null)
-    RbLink* x_parent;   // its parent after the move
+    RbLink* x;         // the node that moves up into the removed position (may be null)
+    RbLink* x_parent;  // its parent after the move
     bool removed_black;
     if (z->left == nullptr || z->right == nullptr) {
       x = z->left != nullptr ? z->left : z->right;

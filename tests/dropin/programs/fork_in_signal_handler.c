@@ -27,7 +27,10 @@ static void on_signal(int signo) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 2) { fprintf(stderr, "usage: %s FORKS\n", argv[0]); return 2; }
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s FORKS\n", argv[0]);
+    return 2;
+  }
   const int forks = atoi(argv[1]);
   free(malloc(1));
   signal(SIGCHLD, SIG_IGN); /* children reaped by the kernel */
@@ -40,7 +43,8 @@ int main(int argc, char** argv) {
   event.sigev_signo = SIGUSR1;
   timer_t timer;
   struct itimerspec period = {{0, 500000}, {0, 500000}};
-  if (timer_create(CLOCK_MONOTONIC, &event, &timer) != 0 || timer_settime(timer, 0, &period, NULL) != 0)
+  if (timer_create(CLOCK_MONOTONIC, &event, &timer) != 0 ||
+      timer_settime(timer, 0, &period, NULL) != 0)
     return 1;
   for (int i = 0; i < forks; ++i) {
     pid_t pid = fork();

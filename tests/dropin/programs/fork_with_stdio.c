@@ -26,7 +26,10 @@ static void* read_lines(void* unused) {
   (void)unused;
   while (!atomic_load(&stop)) {
     FILE* f = fopen(path, "r");
-    if (f == NULL) { atomic_fetch_add(&failures, 1); break; }
+    if (f == NULL) {
+      atomic_fetch_add(&failures, 1);
+      break;
+    }
     char* line = NULL;
     size_t capacity = 0;
     while (getline(&line, &capacity, f) > 0) atomic_fetch_add(&lines_read, 1);
@@ -42,7 +45,10 @@ static void* write_and_flush(void* unused) {
     char* buffer = NULL;
     size_t size = 0;
     FILE* f = open_memstream(&buffer, &size);
-    if (f == NULL) { atomic_fetch_add(&failures, 1); break; }
+    if (f == NULL) {
+      atomic_fetch_add(&failures, 1);
+      break;
+    }
     for (int i = 0; i < 200; ++i) {
       fprintf(f, "line %d of a memory stream that grows by reallocation\n", i);
       if (i % 50 == 0) fflush(NULL);
@@ -61,7 +67,10 @@ static void* churn(void* unused) {
     seed = seed * 1103515245u + 12345u;
     size_t size = (seed >> 8) % 4 == 0 ? 16384 + (seed >> 12) % (1 << 20) : 1 + (seed >> 12) % 2048;
     unsigned char* p = malloc(size);
-    if (p == NULL) { atomic_fetch_add(&failures, 1); break; }
+    if (p == NULL) {
+      atomic_fetch_add(&failures, 1);
+      break;
+    }
     p[0] = 1;
     p[size - 1] = 2;
     free(p);
@@ -70,7 +79,10 @@ static void* churn(void* unused) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3) { fprintf(stderr, "usage: %s FILE FORKS\n", argv[0]); return 2; }
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s FILE FORKS\n", argv[0]);
+    return 2;
+  }
   path = argv[1];
   const int forks = atoi(argv[2]);
   void* (*bodies[])(void*) = {read_lines, read_lines, write_and_flush, write_and_flush, churn};
@@ -80,7 +92,10 @@ int main(int argc, char** argv) {
   int failed = 0;
   for (int i = 0; i < forks && !failed; ++i) {
     pid_t pid = fork();
-    if (pid < 0) { failed = 1; break; }
+    if (pid < 0) {
+      failed = 1;
+      break;
+    }
     if (pid == 0) {
       char* p = malloc(100000);
       char* q = malloc(100);
@@ -92,7 +107,8 @@ int main(int argc, char** argv) {
       _exit(0);
     }
     int status = 0;
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) failed = 1;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      failed = 1;
   }
   atomic_store(&stop, 1);
   for (int i = 0; i < kThreads; ++i) pthread_join(threads[i], NULL);
