@@ -166,13 +166,14 @@ extern constinit NoDestroy<Heap> g_heap;
 // only a slow path creates, so they never run before it.
 inline Heap& heap() { return g_heap.value; }
 
-// The fast paths (about 20 instructions each): a small request served from the thread cache,
-// and a small block freed into it. Everything else goes to the out-of-line slow paths.
+// The fast paths: a small request served from the thread cache, and a small block freed into
+// it (about 30 and 55 instructions, as callgrind counts them: papers/cross-thread/
+// instructions.md, and the README on why not fewer). Everything else goes to the out-of-line
+// slow paths.
 inline void* Heap::allocate(std::size_t size, std::size_t align, bool zero) {
   if (size <= kMaxSmallSize && align <= alignof(std::uint64_t) && !zero) [[likely]] {
     if (ThreadCache* cache = ThreadCache::current()) [[likely]] {
-      if (void* p = cache->pop(size_class_of(size == 0 ? 1 : size))) [[likely]]
-        return p;
+      if (void* p = cache->pop(size_class_of(size))) [[likely]] return p;
     }
   }
   return allocate_slow(size, align, zero);

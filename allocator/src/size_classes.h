@@ -109,11 +109,12 @@ inline constexpr auto kCoarseLookup = make_coarse_lookup();
 
 }  // namespace detail
 
-// Requires: 0 < size <= kMaxSmallSize.
+// Requires: size <= kMaxSmallSize. Size 0 has the class of size 1 (a malloc(0) block).
 constexpr unsigned size_class_of(std::size_t size) {
   return size <= 1024 ? detail::kFineLookup[(size + 7) >> 3]
                       : detail::kCoarseLookup[(size + 127) >> 7];
 }
+static_assert(size_class_of(0) == size_class_of(1));
 
 // The smallest class that holds `size` bytes and whose regions are all aligned to `align`
 // (a power of two <= the page size: a slab starts on a page, so a class that is a multiple of
