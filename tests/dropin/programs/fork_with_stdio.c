@@ -10,6 +10,7 @@
  * line through stdio and exits. Prints "forks N, lines N" and exits 0, or 1 on a failed check;
  * a hang is caught by the caller's timeout. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +90,8 @@ int main(int argc, char** argv) {
   enum { kThreads = sizeof bodies / sizeof bodies[0] };
   pthread_t threads[kThreads];
   for (int i = 0; i < kThreads; ++i) pthread_create(&threads[i], NULL, bodies[i], NULL);
+  /* The forks start once the readers are reading (or have failed). */
+  while (atomic_load(&lines_read) == 0 && atomic_load(&failures) == 0) sched_yield();
   int failed = 0;
   for (int i = 0; i < forks && !failed; ++i) {
     pid_t pid = fork();
