@@ -15,6 +15,7 @@
 #include "arena.h"
 #include "heap.h"
 #include "remote_frees.h"
+#include "thread_cache.h"
 
 namespace {
 
@@ -133,6 +134,32 @@ TEST(ArenaRemoteFrees, BlocksFreedByAnotherThreadComeBackToTheirArena) {
   pm_stats_get(&after);
   EXPECT_EQ(after.mapped, before.mapped);
   for (void* p : blocks) pm_free(p);
+}
+
+// A thread that only frees other arenas' blocks keeps few of them: its cache's bin for them
+// does not grow past its first limit (it flushes them to their owners instead).
+TEST(ArenaRemoteFrees, AThreadFreeingOthersBlocksDoesNotGrowItsCache) {
+  constexpr std::size_t kSize = 64;
+  constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
+  std::vector<void*> blocks(5000);
+  for (void*& p : blocks) p = pm_malloc(kSize);
+  ASSERT_GT(pagemalloc::heap().automatic_arena_count(), 1u);
+  const pagemalloc::Arena* mine = pagemalloc::ThreadCache::current()->arena();
+  const pagemalloc::Arena* others = nullptr;
+  std::size_t grew = 0;
+  std::thread other([&] {
+    pm_free(pm_malloc(kSize));  // this thread's cache and arena
+    others = pagemalloc::ThreadCache::current()->arena();
+    const std::size_t before = pagemalloc::ThreadCache::bytes_cached_by_all();
+    for (void* p : blocks) pm_free(p);
+    const std::size_t after = pagemalloc::ThreadCache::bytes_cached_by_all();
+    grew = after > before ? after - before : 0;
+    pm_purge();
+  });
+  other.join();
+  ASSERT_NE(mine, others) << "the threads should have different arenas";
+  EXPECT_LE(grew, pagemalloc::ThreadCache::initial_limit(kClass) * kSize)
+      << "5000 foreign blocks freed: the bin should flush at its first limit, not grow";
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -263,16 +263,13 @@ void Arena::free_large(void* p, PageCount pages, const char* call) {
     deferred_large_.push(&block, 1);
     // The holder may have released the lock before the push: then nobody frees it until the
     // next call, unless this thread can take the lock now.
-    if (lock_.try_lock()) {
-      free_deferred_large();
-      lock_.unlock();
-    }
+    if (lock_.try_lock()) unlock();
     return;
   }
   if (*first_word == kDeferredKey) lock_.lock();
-  free_deferred_large();
+  free_deferred_large();  // first: a deferred block freed again must be found free below
   free_large_locked(p, pages, call);
-  lock_.unlock();
+  unlock();
 }
 
 // Requires: lock_ held.

@@ -98,12 +98,12 @@ class Arena {
   // Frees n small regions (a thread cache's flush) under one lock.
   void free_batch(void* const* regions, unsigned n, const char* call);
   // Frees n small regions of one class from a thread whose cache belongs to another arena,
-  // without ever waiting for the arena's lock: to its stash if the lock is free, else to the
+  // without waiting for the arena's lock: to its stash if the lock is free, else to the
   // class's inbox (remote_frees.h), taken by the next refill of that class, which hands them
-  // out first. When an inbox holds
-  // kRemoteCollectBytes or more, the pusher collects it if the lock is free, so that it stays
-  // bounded when the arena's own threads stop allocating that class. Regions of the 8-byte
-  // class go through free_batch.
+  // out first. When an inbox holds kRemoteCollectBytes or more, the pusher collects it if the
+  // lock is free, so that it stays bounded when the arena's own threads stop allocating that
+  // class. Regions of the 8-byte class, too small for the inbox's link, wait for the lock
+  // (free_batch).
   void free_remote(void* const* regions, unsigned n);
   static constexpr std::size_t kRemoteCollectBytes = 256 * 1024;
   // Whether the small region p is free in its slab's bitmap (a double-free check).
@@ -157,7 +157,7 @@ class Arena {
   void unstash_all();
   void free_large_locked(void* p, PageCount pages, const char* call);
   void free_batch_locked(void* const* regions, unsigned n, const char* call);
-  // Releases the lock taken by try_lock, after freeing the large blocks deferred meanwhile.
+  // Releases the lock, after freeing the large blocks deferred meanwhile.
   void unlock() {
     if (deferred_large_.maybe_nonempty()) free_deferred_large();
     lock_.unlock();
@@ -169,10 +169,7 @@ class Arena {
   class Locked {
    public:
     explicit Locked(Arena& arena) : arena_(arena) { arena_.lock_.lock(); }
-    ~Locked() {
-      if (arena_.deferred_large_.maybe_nonempty()) arena_.free_deferred_large();
-      arena_.lock_.unlock();
-    }
+    ~Locked() { arena_.unlock(); }
     Locked(const Locked&) = delete;
     Locked& operator=(const Locked&) = delete;
 

@@ -121,12 +121,7 @@ int main(int argc, char** argv) {
     });
   }
   for (auto& worker : workers) worker.join();
-  std::vector<Block> left;
-  for (auto& mailbox : mailboxes) {
-    mailbox->take_all(left);
-    for (const Block& block : left) check_and_free(block.pointer, block.size, block.identity);
-    freed += left.size();
-  }
+  freed += free_what_is_left(mailboxes);
   if (freed != allocated) fail("allocated {} blocks, freed {}", allocated.load(), freed.load());
   fmt::print("oversubscribed {} (on {} CPUs): {} blocks allocated and freed, all checked\n",
              arguments.describe(), cpus, allocated.load());

@@ -107,13 +107,7 @@ int main(int argc, char** argv) {
     });
   }
   for (auto& worker : workers) worker.join();
-  std::vector<Block> left;
-  std::uint64_t drained = 0;
-  for (auto& mailbox : mailboxes) {
-    mailbox->take_all(left);
-    for (const Block& block : left) check_and_free(block.pointer, block.size, block.identity);
-    drained += left.size();
-  }
+  const std::uint64_t drained = free_what_is_left(mailboxes);
   if (freed + drained != allocated) {
     fail("allocated {} blocks, freed {} by the threads and {} at the end", allocated.load(),
          freed.load(), drained);

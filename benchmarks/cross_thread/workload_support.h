@@ -24,6 +24,7 @@
 #include <deque>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -306,6 +307,19 @@ void drain_until_all_finished(Mailbox<Item>& mailbox, std::atomic<std::size_t>& 
     if (last) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+}
+
+// After every worker has joined: checks and frees the blocks still waiting in the mailboxes;
+// returns how many there were.
+inline std::uint64_t free_what_is_left(std::vector<std::unique_ptr<Mailbox<Block>>>& mailboxes) {
+  std::vector<Block> left;
+  std::uint64_t count = 0;
+  for (auto& mailbox : mailboxes) {
+    mailbox->take_all(left);
+    for (const Block& block : left) check_and_free(block.pointer, block.size, block.identity);
+    count += left.size();
+  }
+  return count;
 }
 
 }  // namespace pagemalloc::cross_thread

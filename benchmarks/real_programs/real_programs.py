@@ -35,7 +35,7 @@ How it measures:
   - round r runs every program under every allocator, in an order shuffled from the seed and
     r; --rounds rounds (default 5; --quick: 1 round of smaller inputs, within about 2 minutes
     with the binding pass, a smoke test rather than a measurement);
-  - every process starts through a small launcher (measure_process.c, built here with cc)
+  - every process starts through a small launcher (benchmarks/measure_run.c, built here with cc)
     that forks, execs and waits with wait4: wall time from fork to exit (redis: the
     redis-benchmark run), peak RSS as ru_maxrss (which covers the children a process waited
     for, e.g. cc1plus under g++; redis: the server), user and system CPU time. Forked from
@@ -256,8 +256,11 @@ def describe_status(status):
         return f"killed by signal {-status}"
 
 
-# Set by main: the launcher (measure_process.c) that every measured process starts through.
-measure_process_path = None
+# Set by main: the launcher (benchmarks/measure_run.c) that every measured process starts
+# through.
+measure_run_path = None
+# The launcher's own time limit: a backstop behind wait_process's, which kills the group.
+LAUNCHER_TIMEOUT_S = 3600
 # Variables that must reach the measured program and never the launcher.
 CHILD_ONLY_VARIABLES = ("LD_PRELOAD", "LD_DEBUG", "LD_DEBUG_OUTPUT")
 
@@ -282,9 +285,10 @@ def start_process(command, env, cwd, stdin_path, stdout_path, stderr_path):
     with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
         try:
             started = time.perf_counter()
-            popen = subprocess.Popen([measure_process_path, result_path, *settings, "--",
-                                      *command], env=launcher_env, cwd=cwd, stdin=stdin,
-                                     stdout=stdout, stderr=stderr, start_new_session=True)
+            popen = subprocess.Popen([measure_run_path, result_path, str(LAUNCHER_TIMEOUT_S),
+                                      *settings, "--", *command], env=launcher_env, cwd=cwd,
+                                     stdin=stdin, stdout=stdout, stderr=stderr,
+                                     start_new_session=True)
         finally:
             if stdin_path:
                 stdin.close()
@@ -948,8 +952,8 @@ def main(argv=None):
     programs = {name: PROGRAM_CLASSES[name](name, input_directory, sizes) for name in names}
     for program in programs.values():
         program.prepare(work)
-    global measure_process_path
-    measure_process_path = compile_helper(work, "measure_process.c", "measure_process", [])
+    global measure_run_path
+    measure_run_path = compile_helper(work, "../measure_run.c", "measure_run", [])
     shim = (compile_helper(work, "glibc_malloc_shim.c", "libglibc_malloc_shim.so",
                            ["-shared", "-fPIC"], ["-ldl"])
             if any(p.links_jemalloc for p in programs.values()) else None)

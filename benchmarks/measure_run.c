@@ -1,5 +1,6 @@
 /* measure_run.c: runs one command and writes its wall time, peak RSS, CPU times and context
- * switches (the cross-thread study's launcher).
+ * switches: the launcher every measured process of the real-program and cross-thread studies
+ * starts through.
  *
  *   measure_run RESULT_FILE TIMEOUT_SECONDS [-e NAME=VALUE]... -- COMMAND [ARGUMENT]...
  *
@@ -10,9 +11,13 @@
  *   system_us <n> voluntary_switches <n> involuntary_switches <n>
  *
  * A command still running after TIMEOUT_SECONDS is killed (SIGKILL): status -9, timed_out 1.
- * As benchmarks/real_programs/measure_process.c explains, a small launcher is used because
- * Linux keeps a process's peak RSS across exec: a child forked from the Python runner would
- * start with the runner's RSS as its peak.
+ *
+ * Why a launcher: Linux keeps a process's peak RSS across exec, so a child forked from a big
+ * parent (the Python runner holding its inputs) would start with the parent's RSS as its
+ * peak. Forked from this small launcher, it starts near 1 MiB. wait4's ru_maxrss covers the
+ * child and the descendants it waited for (cc1plus and as under g++).
+ *
+ * Built by benchmarks/cross_thread/CMakeLists.txt, and with cc by real_programs.py.
  *
  * Exit status: 0 when the line was written (whatever the command did), 125 on a usage or
  * system error, 127 when the command could not be executed.
