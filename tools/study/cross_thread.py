@@ -17,7 +17,7 @@ by LD_PRELOAD (glibc: nothing preloaded; pagemalloc: the release tree's libpagem
 Each program checks every block it frees and its totals, and must exit 0 and print its
 "all checked" line. One process per (program, allocator) and round, in an order shuffled from
 the seed and the round (5 rounds; --quick: 2 rounds at a smaller scale), each started through
-benchmarks/cross_thread/measure_run (so that its peak RSS is its own), which reports wall
+measure_run (benchmarks/measure_run.c, so that its peak RSS is its own), which reports wall
 time, user and sys time, peak RSS (ru_maxrss) and voluntary and involuntary context switches.
 A median is taken over the rounds that succeeded.
 
