@@ -5,7 +5,7 @@
 #include <charconv>
 #include <cstdlib>
 
-#include <fmt/format.h>
+#include "format.h"
 
 #include "diagnostics.h"
 

@@ -6,7 +6,7 @@
 
 #include <cstdlib>
 
-#include <fmt/format.h>
+#include "format.h"
 
 namespace pagemalloc {
 namespace {

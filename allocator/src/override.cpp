@@ -8,21 +8,26 @@
 
 #include "entry_points.h"
 #include "heap.h"
+#include "weak_cxx_runtime.h"
 
 using pagemalloc::heap;
 
 namespace {
 
-// operator new's failure path: call the new-handler until it gives up, then throw.
+// operator new's failure path: call the new-handler until it gives up, then throw
+// std::bad_alloc. Both come from the program's C++ runtime (weak_cxx_runtime.h): the drop-in
+// does not load libstdc++ into a C program.
 [[gnu::noinline]] void* new_or_throw(std::size_t size, std::size_t align) {
   for (;;) {
     if (void* p = heap().allocate(size, align, false)) return p;
-    std::new_handler handler = std::get_new_handler();
-    if (handler == nullptr) throw std::bad_alloc();
+    std::new_handler handler = pagemalloc::current_new_handler();
+    if (handler == nullptr) pagemalloc::throw_bad_alloc();
     handler();
   }
 }
 
+// The nothrow forms: nullptr where the throwing form throws (a new-handler may throw
+// std::bad_alloc too).
 void* new_nothrow(std::size_t size, std::size_t align) noexcept {
   try {
     return new_or_throw(size, align);

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include <fmt/format.h>
+#include "format.h"
 
 #include "arena.h"
 #include "config.h"
