@@ -1,5 +1,5 @@
 // PAGEMALLOC_CONF parsing (allocator/src/config.cpp): stats_print's three values, stats_file,
-// narenas above the limit, and warnings that name what is valid. End to end, in a program on
+// narenas above the limit, background_thread, and warnings that name what is valid. End to end, in a program on
 // the drop-in: tests/dropin/conf.sh.
 #include <gtest/gtest.h>
 
@@ -21,6 +21,7 @@ class ConfParsing : public ::testing::Test {
     o.stats_json = false;
     o.stats_file[0] = '\0';
     o.narenas = saved_narenas_;
+    o.background_thread = false;
   }
   static std::string apply(const char* conf) {
     ::testing::internal::CaptureStderr();
@@ -79,10 +80,23 @@ TEST_F(ConfParsing, NarenasAboveTheLimitIsWarnedAboutAndLowered) {
   EXPECT_EQ(o.narenas.load(), 256);
 }
 
+TEST_F(ConfParsing, BackgroundThreadTakesABoolean) {
+  auto& o = pagemalloc::options();
+  EXPECT_EQ(apply("background_thread:true"), "");
+  EXPECT_TRUE(o.background_thread.load());
+  EXPECT_NE(apply("background_thread:sometimes")
+                .find("bad value in 'background_thread:sometimes' ignored (background_thread "
+                      "takes true, false, 1 or 0)"),
+            std::string::npos);
+  EXPECT_TRUE(o.background_thread.load());
+  EXPECT_EQ(apply("background_thread:0"), "");
+  EXPECT_FALSE(o.background_thread.load());
+}
+
 TEST_F(ConfParsing, AnUnknownKeyNamesTheKeys) {
   const std::string out = apply("stat_print:true");
   EXPECT_NE(out.find("unknown key in 'stat_print:true' ignored (the keys are decay_ms, checks, "
-                     "stats_print, stats_file, deterministic, narenas, thp)"),
+                     "stats_print, stats_file, deterministic, narenas, thp, background_thread)"),
             std::string::npos)
       << out;
 }

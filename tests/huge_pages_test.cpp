@@ -1,8 +1,10 @@
-// The thp option: every chunk an arena maps after its first gets the advice the option names
-// (MADV_HUGEPAGE for "always", the default; MADV_NOHUGEPAGE for "never"; none for "default"),
-// as the kernel shows it in the mapping's VmFlags (/proc/self/smaps: "hg", "nh"). And
-// PAGEMALLOC_CONF's parsing of it: a bad value or an unknown key gets one warning and changes
-// nothing.
+// The thp option: every chunk an arena maps gets the advice the option names, as the kernel
+// shows it in the mapping's VmFlags (/proc/self/smaps: "hg", "nh"): under "auto", the default,
+// MADV_HUGEPAGE for a chunk mapped for slabs other than the arena's first, MADV_NOHUGEPAGE for
+// the first and for chunks mapped for large runs; under "always" MADV_HUGEPAGE for every chunk
+// after the first; "never" MADV_NOHUGEPAGE; "default" none. A large run touched at one byte
+// faults in no huge page under "auto". And PAGEMALLOC_CONF's parsing of it: a bad value or an
+// unknown key gets one warning and changes nothing.
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -11,14 +13,16 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "config.h"
 #include "pagemalloc/pagemalloc.h"
 
 namespace {
 
-// The VmFlags of the mapping that holds p, as words separated by spaces ("" if none holds it).
-std::string vm_flags_of(const void* p) {
+// A field of the mapping that holds p in /proc/self/smaps ("VmFlags:", "AnonHugePages:"),
+// the rest of its line ("" if no mapping holds p).
+std::string smaps_field_of(const void* p, const std::string& field) {
   const auto address = reinterpret_cast<std::uintptr_t>(p);
   std::ifstream smaps("/proc/self/smaps");
   std::string line;
@@ -29,12 +33,18 @@ std::string vm_flags_of(const void* p) {
     std::istringstream header(line);
     if (header >> std::hex >> start >> dash >> end && dash == '-') {
       inside = start <= address && address < end;
-    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
-      return line.substr(8) + " ";
+    } else if (inside && line.rfind(field, 0) == 0) {
+      return line.substr(field.size()) + " ";
     }
   }
   return "";
 }
+
+// The VmFlags of the mapping that holds p, as words separated by spaces.
+std::string vm_flags_of(const void* p) { return smaps_field_of(p, "VmFlags:"); }
+
+// Kilobytes of the mapping that holds p backed by huge pages.
+long anon_huge_kb_of(const void* p) { return std::stol(smaps_field_of(p, "AnonHugePages:")); }
 
 bool has_flag(const std::string& flags, const char* flag) {
   return flags.find(std::string(" ") + flag + " ") != std::string::npos;
@@ -67,27 +77,85 @@ ChunkFlags flags_of_new_chunks(long mode) {
   return flags;
 }
 
-TEST(HugePages, AlwaysIsTheDefault) { EXPECT_EQ(thp_mode(), 1); }
+TEST(HugePages, AutoIsTheDefault) { EXPECT_EQ(thp_mode(), 3); }
 
-TEST(HugePages, AnArenasFirstChunkHasNoAdviceAndTheNextHaveTheirModes) {
+TEST(HugePages, ChunksMappedForLargeRunsHaveTheirModesAdvice) {
   const ChunkFlags always = flags_of_new_chunks(1);
   EXPECT_TRUE(has_flag(always.second, "hg")) << "VmFlags:" << always.second;
   EXPECT_FALSE(has_flag(always.second, "nh")) << "VmFlags:" << always.second;
+  EXPECT_FALSE(has_flag(always.first, "hg")) << "first chunk's VmFlags:" << always.first;
+  const ChunkFlags automatic = flags_of_new_chunks(3);
   const ChunkFlags never = flags_of_new_chunks(2);
-  EXPECT_TRUE(has_flag(never.second, "nh")) << "VmFlags:" << never.second;
-  EXPECT_FALSE(has_flag(never.second, "hg")) << "VmFlags:" << never.second;
-  const ChunkFlags system = flags_of_new_chunks(0);
-  EXPECT_FALSE(has_flag(system.second, "hg")) << "VmFlags:" << system.second;
-  EXPECT_FALSE(has_flag(system.second, "nh")) << "VmFlags:" << system.second;
-  for (const ChunkFlags* f : {&always, &never, &system}) {
-    EXPECT_FALSE(has_flag(f->first, "hg")) << "first chunk's VmFlags:" << f->first;
-    EXPECT_FALSE(has_flag(f->first, "nh")) << "first chunk's VmFlags:" << f->first;
+  for (const ChunkFlags* f : {&automatic, &never}) {
+    EXPECT_TRUE(has_flag(f->first, "nh")) << "first chunk's VmFlags:" << f->first;
+    EXPECT_TRUE(has_flag(f->second, "nh")) << "VmFlags:" << f->second;
+    EXPECT_FALSE(has_flag(f->second, "hg")) << "VmFlags:" << f->second;
   }
+  const ChunkFlags system = flags_of_new_chunks(0);
+  for (const std::string* flags : {&system.first, &system.second}) {
+    EXPECT_FALSE(has_flag(*flags, "hg")) << "VmFlags:" << *flags;
+    EXPECT_FALSE(has_flag(*flags, "nh")) << "VmFlags:" << *flags;
+  }
+}
+
+// Under auto, an explicit arena: its first chunk and a chunk mapped for a large run are advised
+// MADV_NOHUGEPAGE; once small blocks have filled what is left of those, the chunk mapped for
+// the next slab is advised MADV_HUGEPAGE.
+TEST(HugePages, AutoAdvisesHugePagesForSlabChunksOnly) {
+  const long before = thp_mode();
+  const long automatic = 3;
+  ASSERT_EQ(pm_ctl("thp", nullptr, &automatic), 0);
+  const unsigned arena = pm_arena_create();
+  ASSERT_NE(arena, 0u);
+  constexpr std::size_t kLarge = std::size_t{3} << 19;  // 1.5 MiB: one per chunk
+  void* first = pm_mallocx(kLarge, PM_ARENA(arena));
+  void* second = pm_mallocx(kLarge, PM_ARENA(arena));
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  EXPECT_TRUE(has_flag(vm_flags_of(first), "nh")) << "first chunk's VmFlags:" << vm_flags_of(first);
+  EXPECT_TRUE(has_flag(vm_flags_of(second), "nh")) << "large run's VmFlags:" << vm_flags_of(second);
+  const auto chunk_of = [](const void* p) {
+    return reinterpret_cast<std::uintptr_t>(p) >> 21;  // 2 MiB chunks
+  };
+  void* in_slab_chunk = nullptr;
+  for (int i = 0; i < 8192 && in_slab_chunk == nullptr; ++i) {
+    void* p = pm_mallocx(1024, PM_ARENA(arena));
+    ASSERT_NE(p, nullptr);
+    if (chunk_of(p) != chunk_of(first) && chunk_of(p) != chunk_of(second)) in_slab_chunk = p;
+  }
+  ASSERT_NE(in_slab_chunk, nullptr) << "8 MiB of 1 KiB blocks stayed in the first two chunks";
+  EXPECT_TRUE(has_flag(vm_flags_of(in_slab_chunk), "hg"))
+      << "slab chunk's VmFlags:" << vm_flags_of(in_slab_chunk);
+  EXPECT_EQ(pm_arena_destroy(arena), 0);
+  EXPECT_EQ(pm_ctl("thp", nullptr, &before), 0);
+}
+
+// The reason for auto: 1 byte written in each of 64 large runs of 256 KiB, in chunks of their
+// own arena, faults in no huge page (under "always" each chunk's first touch may fault in all
+// 2 MiB of it, eight times the blocks' size).
+TEST(HugePages, ASparselyTouchedLargeRunFaultsInNoHugePageUnderAuto) {
+  const long before = thp_mode();
+  const long automatic = 3;
+  ASSERT_EQ(pm_ctl("thp", nullptr, &automatic), 0);
+  const unsigned arena = pm_arena_create();
+  ASSERT_NE(arena, 0u);
+  std::vector<char*> blocks;
+  for (int i = 0; i < 64; ++i) {
+    auto* p = static_cast<char*>(pm_mallocx(256 << 10, PM_ARENA(arena)));
+    ASSERT_NE(p, nullptr);
+    p[0] = 1;
+    blocks.push_back(p);
+  }
+  int with_huge_pages = 0;
+  for (char* p : blocks) with_huge_pages += anon_huge_kb_of(p) > 0 ? 1 : 0;
+  EXPECT_EQ(with_huge_pages, 0) << "mappings of sparsely touched large runs hold huge pages";
+  EXPECT_EQ(pm_arena_destroy(arena), 0);
+  EXPECT_EQ(pm_ctl("thp", nullptr, &before), 0);
 }
 
 TEST(HugePages, CtlRefusesAnUnknownMode) {
   const long before = thp_mode();
-  const long bad = 3;
+  const long bad = 4;
   EXPECT_EQ(pm_ctl("thp", nullptr, &bad), EINVAL);
   EXPECT_EQ(thp_mode(), before);
 }
@@ -110,7 +178,7 @@ class ConfTest : public ::testing::Test {
   pagemalloc::HugePages saved_ = pagemalloc::options().thp.load();
 };
 
-TEST_F(ConfTest, ThpTakesItsThreeValues) {
+TEST_F(ConfTest, ThpTakesItsFourValues) {
   using pagemalloc::HugePages;
   EXPECT_EQ(apply("thp:never"), "");
   EXPECT_EQ(pagemalloc::options().thp.load(), HugePages::Never);
@@ -118,6 +186,8 @@ TEST_F(ConfTest, ThpTakesItsThreeValues) {
   EXPECT_EQ(pagemalloc::options().thp.load(), HugePages::Default);
   EXPECT_EQ(apply("thp:always"), "");
   EXPECT_EQ(pagemalloc::options().thp.load(), HugePages::Always);
+  EXPECT_EQ(apply("thp:auto"), "");
+  EXPECT_EQ(pagemalloc::options().thp.load(), HugePages::Auto);
 }
 
 TEST_F(ConfTest, ABadValueWarnsOnceAndChangesNothing) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "config.h"
+#include "decay.h"
 #include "entry_points.h"
 #include "flags.h"
 #include "heap.h"
@@ -127,11 +128,22 @@ int pm_ctl(const char* name, long* old_value, const long* new_value) {
     if (new_value != nullptr) o.checks = *new_value != 0;
     return 0;
   }
-  if (key == "thp") {  // 0 default, 1 always, 2 never (config.h); chunks reserved later
+  if (key == "thp") {  // 0 default, 1 always, 2 never, 3 auto (config.h); later chunks
     if (old_value != nullptr) *old_value = static_cast<long>(o.thp.load());
     if (new_value != nullptr) {
-      if (*new_value < 0 || *new_value > 2) return EINVAL;
+      if (*new_value < 0 || *new_value > pagemalloc::kLastHugePagesMode) return EINVAL;
       o.thp = static_cast<pagemalloc::HugePages>(*new_value);
+    }
+    return 0;
+  }
+  if (key == "background_thread") {  // 0 or 1: 1 starts it now (decay.h)
+    if (old_value != nullptr) *old_value = o.background_thread.load() ? 1 : 0;
+    if (new_value != nullptr) {
+      o.background_thread = *new_value != 0;
+      if (*new_value != 0) {
+        heap().ensure_initialized();
+        pagemalloc::start_background_thread_if_asked();
+      }
     }
     return 0;
   }

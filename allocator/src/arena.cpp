@@ -196,6 +196,7 @@ Slab* Arena::next_slab(Bin& bin, unsigned size_class) {
   const SizeClass& sc = kSizeClasses[size_class];
   Slab* slab = slab_pool_.acquire();
   if (slab == nullptr) return nullptr;
+  pal_.next_run_for(ChunkUse::Slabs);
   AllocatedRun r = runs_.alloc(PageCount(sc.slab_pages));
   if (!r.run) {
     slab_pool_.release(slab);
@@ -234,6 +235,7 @@ void* Arena::alloc_large(std::size_t bytes, std::size_t align, bool& zeroed) {
   const PageCount extra(align > kPageSize ? align / kPageSize - 1 : 0);
   Locked guard(*this);
   tick();
+  pal_.next_run_for(ChunkUse::LargeRuns);
   AllocatedRun r = runs_.alloc(pages + extra);
   if (!r.run) return nullptr;
   zeroed = r.zeroed;
@@ -329,10 +331,17 @@ void Arena::tick() {
   if (decay < 0) return;
   const std::uint64_t now = now_ms();
   runs_.advance_clock(now);
-  if (decay == 0 || now - last_purge_ms_ >= std::uint64_t(decay) / 4) {
+  if (decay == 0 || now - last_purge_ms_ >= purge_interval_ms(decay)) {
     purged_pages_ += runs_.purge(std::uint64_t(decay)).value();
     last_purge_ms_ = now;
   }
+}
+
+void Arena::advance_decay(bool wait) {
+  if (wait) lock_.lock();
+  else if (!lock_.try_lock()) return;
+  tick();
+  unlock();
 }
 
 void Arena::reset() {

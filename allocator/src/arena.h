@@ -127,6 +127,9 @@ class Arena {
 
   // Returns the stashed regions to their slabs, then freed pages to the OS.
   void purge_all();
+  // The decay's clock from outside the slow paths (decay.h): purges what has been free for
+  // decay_ms, under the lock; when !wait, only if the lock is free.
+  void advance_decay(bool wait);
   // Purges the oldest free dirty pages, at least `bytes` of them if it holds as many (a huge
   // block beside the arena has just taken as many from the OS: huge.h). Returns the bytes.
   std::size_t purge_oldest(std::size_t bytes);

@@ -3,8 +3,10 @@
 // foreign one (and find its arena), and a list of them, so that a reset can walk them all.
 // Before a chunk is mapped, the huge blocks' manager beside the arena (if it has one) unmaps
 // as many bytes of the free extents it caches (huge.h), so that a program whose memory moves
-// from huge blocks to small ones does not keep both. Each chunk it maps after the first gets
-// the huge-page advice the thp option asks for (config.h).
+// from huge blocks to small ones does not keep both. Each chunk it maps gets the huge-page
+// advice the thp option asks for (config.h), which under thp:auto depends on what the chunk is
+// mapped for: the arena says, before each run it asks for, whether the run is a slab
+// (ChunkUse).
 #pragma once
 
 #include <cstddef>
@@ -18,6 +20,10 @@
 
 namespace pagemalloc {
 
+// What the run that makes an arena map a chunk is for: slabs fill a chunk densely; a large run
+// may be touched at one byte in a thousand.
+enum class ChunkUse : unsigned char { Slabs, LargeRuns };
+
 class ChunkPal {
  public:
   constexpr ChunkPal(const void* arena, HugeManager* huge) : arena_(arena), huge_(huge) {}
@@ -27,9 +33,7 @@ class ChunkPal {
     if (huge_ != nullptr) huge_->give_back(bytes);
     void* p = os_.reserve(bytes, align);
     if (p == nullptr) return nullptr;
-    // An arena's first chunk keeps small pages: a thread that allocates a little from an arena
-    // of its own does not make a whole chunk resident.
-    if (!chunks_.all().empty()) advise_huge_pages(p, bytes);
+    advise_huge_pages(p, bytes, chunks_.all().empty());
     if (!chunks_.add(static_cast<std::byte*>(p))) {
       os_.release(p, bytes);
       return nullptr;
@@ -52,14 +56,24 @@ class ChunkPal {
     return os_.grow(p, old_bytes, new_bytes);
   }
 
+  // The run the arena asks for next (and any chunk mapped for it) is for `use`.
+  void next_run_for(ChunkUse use) { use_ = use; }
+
   // Every chunk reserved and not yet released.
   [[nodiscard]] std::span<std::byte* const> chunks() const { return chunks_.all(); }
 
  private:
-  // The thp option (config.h): a chunk is one huge page's worth, aligned to it.
-  static void advise_huge_pages(void* p, std::size_t bytes) {
+  // The thp option (config.h): a chunk is one huge page's worth, aligned to it. An arena's
+  // first chunk never gets MADV_HUGEPAGE: a thread that allocates a little from an arena of
+  // its own does not make a whole chunk resident.
+  void advise_huge_pages(void* p, std::size_t bytes, bool first) const {
     switch (options().thp.load(std::memory_order_relaxed)) {
-      case HugePages::Always: return LinuxPal::prefer_huge_pages(p, bytes);
+      case HugePages::Auto:
+        if (!first && use_ == ChunkUse::Slabs) return LinuxPal::prefer_huge_pages(p, bytes);
+        return LinuxPal::avoid_huge_pages(p, bytes);
+      case HugePages::Always:
+        if (!first) LinuxPal::prefer_huge_pages(p, bytes);
+        return;
       case HugePages::Never: return LinuxPal::avoid_huge_pages(p, bytes);
       case HugePages::Default: return;
     }
@@ -67,6 +81,7 @@ class ChunkPal {
 
   const void* arena_;
   HugeManager* huge_;  // may be nullptr
+  ChunkUse use_ = ChunkUse::Slabs;
   OsPal os_;
   ChunkList chunks_;
 };

@@ -7,6 +7,13 @@
 
 namespace pagemalloc {
 
+// How often a tick looks for free pages older than the decay: a quarter of decay_ms (> 0), at
+// most once a second, so that pages go back at most about a second after their time.
+inline std::uint64_t purge_interval_ms(long decay_ms) {
+  const auto quarter = std::uint64_t(decay_ms) / 4;
+  return quarter < 1000 ? quarter : 1000;
+}
+
 inline std::uint64_t now_ms() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);

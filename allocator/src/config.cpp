@@ -24,7 +24,8 @@ bool parse_long(std::string_view v, long& out) {
 }
 
 constexpr std::string_view kKeys =
-    "the keys are decay_ms, checks, stats_print, stats_file, deterministic, narenas, thp";
+    "the keys are decay_ms, checks, stats_print, stats_file, deterministic, narenas, thp, "
+    "background_thread";
 
 // "PAGEMALLOC_CONF: <what> '<entry>' ignored (<valid>)", one line on stderr.
 void warn_entry(std::string_view what, std::string_view entry, std::string_view valid) {
@@ -46,12 +47,14 @@ void apply_entry(std::string_view entry) {
     if (!parse_long(value, n) || n < -1)
       return warn_entry("bad value in", entry, "decay_ms takes -1 (never), 0 or milliseconds");
     o.decay_ms = n;
-  } else if (key == "checks" || key == "deterministic") {
-    if (!parse_bool(value, b))
-      return warn_entry("bad value in", entry,
-                        key == "checks" ? "checks takes true, false, 1 or 0"
-                                        : "deterministic takes true, false, 1 or 0");
-    (key == "checks" ? o.checks : o.deterministic) = b;
+  } else if (key == "checks" || key == "deterministic" || key == "background_thread") {
+    if (!parse_bool(value, b)) {
+      char valid[64];
+      auto r = fmt::format_to_n(valid, sizeof(valid), "{} takes true, false, 1 or 0", key);
+      return warn_entry("bad value in", entry, std::string_view(valid, r.size));
+    }
+    (key == "checks" ? o.checks : key == "deterministic" ? o.deterministic : o.background_thread) =
+        b;
   } else if (key == "stats_print") {
     if (value == "json") {
       o.stats_print = true;
@@ -68,10 +71,11 @@ void apply_entry(std::string_view entry) {
     value.copy(o.stats_file, value.size());
     o.stats_file[value.size()] = '\0';
   } else if (key == "thp") {
-    if (value == "always") o.thp = HugePages::Always;
+    if (value == "auto") o.thp = HugePages::Auto;
+    else if (value == "always") o.thp = HugePages::Always;
     else if (value == "never") o.thp = HugePages::Never;
     else if (value == "default") o.thp = HugePages::Default;
-    else return warn_entry("bad value in", entry, "thp takes always, never or default");
+    else return warn_entry("bad value in", entry, "thp takes auto, always, never or default");
   } else if (key == "narenas") {
     if (!parse_long(value, n) || n < 1)
       return warn_entry("bad value in", entry, "narenas takes 1 to 256");

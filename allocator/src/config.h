@@ -10,11 +10,16 @@
 //   deterministic  the same call sequence gives the same layout on every run (one arena)
 //   narenas        number of automatic arenas (default 0: four per CPU, at most 64;
 //                  automatic_arenas.h); above kMaxNarenas it is warned about and lowered
-//   thp            transparent huge pages for arena chunks, as jemalloc's opt.thp: always
-//                  (the default: each chunk of an arena after its first is advised
-//                  MADV_HUGEPAGE, so one fault maps all of it and one TLB entry covers it),
-//                  never (MADV_NOHUGEPAGE) or default (no advice: the system's setting
-//                  decides)
+//   thp            transparent huge pages for arena chunks, as jemalloc's opt.thp:
+//                  auto (the default: a chunk mapped for slabs, other than an arena's first,
+//                  is advised MADV_HUGEPAGE, since slabs fill it densely; an arena's first
+//                  chunk and every chunk mapped for a large run are advised MADV_NOHUGEPAGE,
+//                  since a large run may be touched sparsely and a huge page would make all
+//                  2 MiB resident, even where the system's setting is "always"), always
+//                  (every chunk of an arena after its first MADV_HUGEPAGE), never
+//                  (MADV_NOHUGEPAGE) or default (no advice: the system's setting decides)
+//   background_thread  a thread that advances the decay every so often, so that a program
+//                  that goes idle still returns its free pages (default false; decay.h)
 //
 // An unknown key or a bad value gets one warning on stderr that names the valid keys or values,
 // and is ignored.
@@ -33,7 +38,8 @@ inline constexpr bool kChecksByDefault = false;
 #endif
 
 // The values of the thp option; pm_ctl("thp") reads and sets them as these numbers.
-enum class HugePages : long { Default = 0, Always = 1, Never = 2 };
+enum class HugePages : long { Default = 0, Always = 1, Never = 2, Auto = 3 };
+inline constexpr long kLastHugePagesMode = 3;
 
 // The most automatic arenas narenas may ask for (AutomaticArenas::kMaxArenas).
 inline constexpr long kMaxNarenas = 256;
@@ -48,7 +54,8 @@ struct Options {
   char stats_file[kStatsFileCapacity]{};  // empty: stderr; set only while reading the conf
   std::atomic<bool> deterministic{false};
   std::atomic<long> narenas{0};                   // 0: the default
-  std::atomic<HugePages> thp{HugePages::Always};  // chunks reserved from now on
+  std::atomic<HugePages> thp{HugePages::Auto};  // chunks reserved from now on
+  std::atomic<bool> background_thread{false};
 };
 
 inline constinit Options g_options;

@@ -28,6 +28,7 @@
 #include <sys/single_threaded.h>
 
 #include "diagnostics.h"
+#include "decay.h"
 #include "heap.h"
 #include "thread_cache.h"
 
@@ -102,6 +103,7 @@ void Heap::unlock_after_fork_in_parent() {
 
 void Heap::reset_after_fork_in_child() {
   ThreadCache::reset_after_fork_in_child();
+  forget_background_thread_in_child();
   huge_.unlock_after_fork();
   automatic_.unlock_after_fork();
   explicit_.unlock_after_fork();

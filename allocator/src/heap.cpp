@@ -11,6 +11,7 @@
 
 #include "address_map.h"
 #include "config.h"
+#include "decay.h"
 #include "diagnostics.h"
 #include "fork.h"
 #include "pagemalloc/pagemalloc.h"
@@ -49,6 +50,7 @@ void Heap::initialize() {
   install_fork_handlers();
   t_initializing = false;
   init_state_.store(kInitialized, std::memory_order_release);
+  start_background_thread_if_asked();
 }
 
 // 0, EINVAL (no arena has the index) or ENOMEM (no memory for an automatic arena's record).
@@ -327,6 +329,16 @@ void Heap::purge() {
   explicit_.for_each([](ExplicitArena& a) {
     a.blocks.purge_all();
     a.huge.purge_all();
+  });
+}
+
+void Heap::advance_decay(bool wait) {
+  automatic_.for_each([&](Arena& a) { a.advance_decay(wait); });
+  huge_.advance_decay(wait);
+  if (!wait) return;
+  explicit_.for_each([](ExplicitArena& a) {
+    a.blocks.advance_decay(true);
+    a.huge.advance_decay(true);
   });
 }
 

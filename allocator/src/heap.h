@@ -58,6 +58,9 @@ class Heap {
   std::size_t usable_size(const void* p, const char* call);
 
   void purge();
+  // Every arena's and huge manager's decay advanced (decay.h): the automatic ones whose lock
+  // is free when !wait; all of them, explicit ones too, when wait.
+  void advance_decay(bool wait);
   void stats(pm_stats& out);
   // Every automatic and explicit arena and huge manager, each under its lock
   // (heap_invariants.cpp): nullptr, or what is broken.

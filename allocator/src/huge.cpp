@@ -242,12 +242,19 @@ void* HugeManager::remap(void* p, std::size_t bytes) {
   return to;
 }
 
+void HugeManager::advance_decay(bool wait) {
+  if (wait) lock_.lock();
+  else if (!lock_.try_lock()) return;
+  tick();
+  lock_.unlock();
+}
+
 // Requires: lock_ held.
 void HugeManager::tick() {
   const long decay = options().decay_ms.load(std::memory_order_relaxed);
   now_ms_ = now_ms();
   if (decay < 0) return;
-  if (decay == 0 || now_ms_ - last_purge_ms_ >= std::uint64_t(decay) / 4) {
+  if (decay == 0 || now_ms_ - last_purge_ms_ >= purge_interval_ms(decay)) {
     purge(std::uint64_t(decay));
     last_purge_ms_ = now_ms_;
   }

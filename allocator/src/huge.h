@@ -105,6 +105,8 @@ class HugeManager {
   // Frees every live block (an explicit arena's reset); the extents stay until the decay.
   void free_all();
   void purge_all();
+  // As Arena::advance_decay: unmaps what has been free for decay_ms.
+  void advance_decay(bool wait);
   // Unmaps free extents, the oldest first (and of the last one only its first granules),
   // until `bytes` are unmapped or none is left: called before an arena beside it maps `bytes`
   // more (chunk_pal.h). Returns the bytes unmapped.

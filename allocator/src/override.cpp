@@ -103,6 +103,16 @@ PAGEMALLOC_EXPORT void free_aligned_sized(void* p, size_t alignment, size_t size
   heap().deallocate_sized(p, size, alignment, "free_aligned_sized");
 }
 
+// glibc's malloc_trim: every free page goes back to the OS now (pm_purge; `pad` is not kept
+// back). 1 if any page went back, else 0, as glibc's.
+PAGEMALLOC_EXPORT int malloc_trim(size_t) {
+  pm_stats before{}, after{};
+  pm_stats_get(&before);
+  pm_purge();
+  pm_stats_get(&after);
+  return after.purged > before.purged ? 1 : 0;
+}
+
 PAGEMALLOC_EXPORT size_t malloc_usable_size(void* p) {
   return heap().usable_size(p, "malloc_usable_size");
 }

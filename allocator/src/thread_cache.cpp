@@ -112,6 +112,11 @@ bool ThreadCache::holds(unsigned size_class, const void* p) const {
   return false;
 }
 
+void ThreadCache::tick_decay() {
+  ticks_left_ = kDecayTickCalls;
+  decay_tick_from_calls();
+}
+
 void* ThreadCache::refill(unsigned size_class) {
   Bin& bin = bins_[size_class];
   const unsigned batch = bin.limit / 2 < kMaxRefill ? bin.limit / 2 : kMaxRefill;

@@ -32,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "decay.h"
 #include "size_classes.h"
 
 namespace pagemalloc {
@@ -99,6 +100,8 @@ class ThreadCache {
     void* p = bin.slots[--count];
     bin.count.store(count, std::memory_order_relaxed);
     *static_cast<std::uintptr_t*>(p) = 0;
+    if (--ticks_left_ == 0) [[unlikely]]
+      tick_decay();
     return p;
   }
 
@@ -143,6 +146,8 @@ class ThreadCache {
     bool mixed = false;                   // may hold regions of other arenas
   };
   static ThreadCache* create(Arena& arena);
+  // Every kDecayTickCalls pops: the decay's tick from ordinary calls (decay.h).
+  void tick_decay();
   static void on_thread_exit(void* cache);
   void* refill(unsigned size_class);
   // A push that found the bin full: raises its limit if the budget allows, else flushes
@@ -159,6 +164,7 @@ class ThreadCache {
   ThreadCache* prev_ = nullptr;  // the list of live caches
   ThreadCache* next_ = nullptr;
   std::size_t grown_bytes_ = 0;  // sum over classes of (limit - initial_limit) * size
+  std::uint32_t ticks_left_ = kDecayTickCalls;
   Bin bins_[kNumClasses];
   void* slot_storage_[kCacheSlotOffsets[kNumClasses]];
 };

@@ -4,6 +4,7 @@
  *   c_interfaces sized      free_sized and free_aligned_sized free what they are given
  *   c_interfaces mismatch   free_sized with a wrong size (run with checks:true: must abort)
  *   c_interfaces mallinfo   mallinfo2 reports pagemalloc's statistics
+ *   c_interfaces trim       malloc_trim(0) returns freed pages to the OS (pm_purge)
  *   c_interfaces narenas    prints pm_ctl("narenas")
  *   c_interfaces exit       allocates, closes stderr and exits (statistics at exit)
  *
@@ -83,6 +84,29 @@ static void check_mallinfo2(void) {
   if (failures == 0) printf("ok: mallinfo2 uordblks %zu, arena %zu\n", now.uordblks, now.arena);
 }
 
+static void check_malloc_trim(void) {
+  long decay = -1; /* nothing goes back unless malloc_trim returns it */
+  check(pm_ctl("decay_ms", NULL, &decay) == 0, "pm_ctl(decay_ms, -1)");
+  enum { kBlocks = 64, kBlock = 256 << 10 };
+  char* blocks[kBlocks];
+  for (int i = 0; i < kBlocks; ++i) {
+    blocks[i] = malloc(kBlock);
+    check(blocks[i] != NULL, "malloc(256 KiB)");
+    memset(blocks[i], 1, kBlock);
+  }
+  for (int i = 0; i < kBlocks; ++i) free(blocks[i]);
+  pm_stats before, after;
+  pm_stats_get(&before);
+  check(before.dirty >= (size_t)kBlocks * kBlock, "the freed blocks' pages are dirty");
+  check(malloc_trim(0) == 1, "malloc_trim(0) returns 1 when pages went back");
+  pm_stats_get(&after);
+  check(after.purged >= before.purged + (size_t)kBlocks * kBlock, "malloc_trim purged them");
+  check(after.dirty < before.dirty, "fewer dirty bytes after malloc_trim");
+  check(malloc_trim(0) == 0, "a second malloc_trim(0), with nothing to return, returns 0");
+  if (failures == 0)
+    printf("ok: malloc_trim returned %zu dirty bytes\n", before.dirty - after.dirty);
+}
+
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "";
   if (strcmp(mode, "sized") == 0) {
@@ -93,6 +117,8 @@ int main(int argc, char** argv) {
     printf("free_sized with a wrong size returned\n");
   } else if (strcmp(mode, "mallinfo") == 0) {
     check_mallinfo2();
+  } else if (strcmp(mode, "trim") == 0) {
+    check_malloc_trim();
   } else if (strcmp(mode, "narenas") == 0) {
     long n = 0;
     check(pm_ctl("narenas", &n, NULL) == 0, "pm_ctl(narenas)");
@@ -102,7 +128,7 @@ int main(int argc, char** argv) {
     check(kept != NULL, "malloc");
     close(STDERR_FILENO);
   } else {
-    fprintf(stderr, "usage: %s sized|mismatch|mallinfo|narenas|exit\n", argv[0]);
+    fprintf(stderr, "usage: %s sized|mismatch|mallinfo|trim|narenas|exit\n", argv[0]);
     return 2;
   }
   return failures == 0 ? 0 : 1;

@@ -9,7 +9,9 @@
 #     (on: the sizes are compared with the blocks', and must match);
 #   - free_sized with a wrong size, under checks:true, aborts naming free_sized;
 #   - mallinfo2 reports pagemalloc's statistics (glibc's would count its own idle heap), and
-#     binds to the library under LD_PRELOAD too.
+#     binds to the library under LD_PRELOAD too;
+#   - malloc_trim(0) returns the free pages to the OS (glibc's would trim only its own heap),
+#     and binds to the library under LD_PRELOAD too.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
@@ -24,6 +26,7 @@ program() { LD_LIBRARY_PATH=$(dirname "$lib") "$@"; }
 program "$work/c_interfaces" sized
 PAGEMALLOC_CONF=checks:true program "$work/c_interfaces" sized
 program "$work/c_interfaces" mallinfo
+program "$work/c_interfaces" trim
 
 status=0
 PAGEMALLOC_CONF=checks:true program "$work/c_interfaces" mismatch >"$work/out" 2>"$work/err" ||
@@ -43,3 +46,11 @@ if ! cat "$work"/ld.* | grep -F "symbol \`mallinfo2'" | grep -qF "/$(basename "$
   exit 1
 fi
 echo "ok: mallinfo2 binds to $(basename "$lib")"
+
+LD_PRELOAD=$lib LD_DEBUG=bindings LD_DEBUG_OUTPUT=$work/trim program "$work/c_interfaces" trim \
+  >/dev/null
+if ! cat "$work"/trim.* | grep -F "symbol \`malloc_trim'" | grep -qF "/$(basename "$lib") ["; then
+  echo "FAIL: malloc_trim does not bind to $(basename "$lib")" >&2
+  exit 1
+fi
+echo "ok: malloc_trim binds to $(basename "$lib")"

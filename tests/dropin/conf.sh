@@ -56,7 +56,7 @@ expect_warning() {
   [ "$(grep -c PAGEMALLOC_CONF "$work/err")" -eq 1 ] || fail "PAGEMALLOC_CONF=$conf: not one warning"
   echo "ok: $conf: $(cat "$work/err")"
 }
-expect_warning thp:sometimes "bad value in 'thp:sometimes' ignored (thp takes always, never or default)"
+expect_warning thp:sometimes "bad value in 'thp:sometimes' ignored (thp takes auto, always, never or default)"
 expect_warning stats_print:maybe "(stats_print takes true, false or json)"
 expect_warning checks:yes "(checks takes true, false, 1 or 0)"
 expect_warning decay_ms:soon "(decay_ms takes -1 (never), 0 or milliseconds)"

@@ -169,10 +169,11 @@ void pm_stats_print(int fd, int json);
 void pm_purge(void);
 
 /* Control: read (old != NULL) and/or set (new_value != NULL) an option by name.
- * Names: "decay_ms" (long), "checks" (int), "thp" (0 default, 1 always, 2 never: the
- * huge-page advice for chunks mapped from then on; EINVAL for another value), "narenas" (read
- * only: how many automatic arenas the threads are spread over; EPERM when set). Returns 0,
- * or EINVAL for an unknown name. */
+ * Names: "decay_ms" (long), "checks" (int), "thp" (0 default, 1 always, 2 never, 3 auto: the
+ * huge-page advice for chunks mapped from then on; EINVAL for another value),
+ * "background_thread" (int: 1 starts a thread that returns free pages after the decay while
+ * the program is idle, 0 stops it), "narenas" (read only: how many automatic arenas the
+ * threads are spread over; EPERM when set). Returns 0, or EINVAL for an unknown name. */
 int pm_ctl(const char* name, long* old_value, const long* new_value);
 
 #ifdef __cplusplus

@@ -1,0 +1,38 @@
+// The decay advanced outside the allocator's slow paths, so that free pages go back to the OS
+// about decay_ms after they were freed even in a program that stays on the fast paths, and in
+// one that goes idle.
+//
+// - Ordinary calls: each thread cache counts its allocations and, every kDecayTickCalls of
+//   them, calls decay_tick_from_calls() (jemalloc's decay ticker). At most one such call per
+//   kDecayTickMs, over all threads, goes on to tick every automatic arena and the huge
+//   blocks' manager whose lock is free (it never waits for a lock).
+// - The background thread (PAGEMALLOC_CONF=background_thread:true, or pm_ctl): wakes every
+//   background_period_ms() and ticks every arena and huge manager, explicit ones included,
+//   under their locks. It starts when the heap is initialized with the option set, or when
+//   pm_ctl sets it (in a forked child, at the next tick), and stops within one period after
+//   the option is unset.
+#pragma once
+
+#include <cstdint>
+
+namespace pagemalloc {
+
+inline constexpr std::uint32_t kDecayTickCalls = 1024;
+inline constexpr std::uint64_t kDecayTickMs = 100;
+
+// Called by a thread cache every kDecayTickCalls allocations. Requires: no lock held.
+void decay_tick_from_calls();
+
+// How long the background thread sleeps between ticks: an eighth of decay_ms, between 10 ms
+// and 1 s (1 s when the decay is off).
+std::uint64_t background_period_ms(long decay_ms);
+
+// Starts the background thread if the option asks for it and none runs. Requires: no lock
+// held; the heap initialized.
+void start_background_thread_if_asked();
+// Whether the background thread runs (for the tests and statistics).
+bool background_thread_running();
+// fork(): the child has no background thread; its next tick starts one if asked.
+void forget_background_thread_in_child();
+
+}  // namespace pagemalloc
