@@ -892,8 +892,9 @@ TEST(Threads, MixedWorkloadWithCrossThreadFrees) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Automatic arenas: threads are spread over pm_ctl("narenas") arenas, round-robin; a block is
-// freed to the arena that holds it, whichever thread frees it. The arena of a block is read
+// Automatic arenas: threads are spread over pm_ctl("narenas") arenas (a new thread takes the
+// arena the fewest live threads use, a new one when each has a thread); a block is freed to
+// the arena that holds it, whichever thread frees it. The arena of a block is read
 // from the address map (allocator/src), which tags every chunk with its arena.
 
 unsigned arena_of(const void* p) {
@@ -913,7 +914,7 @@ TEST(AutomaticArenas, ThreadsAreSpreadOverTheArenas) {
   const unsigned threads = unsigned(std::min(arenas, 8L));
   std::vector<unsigned> seen(threads);
   std::vector<std::thread> workers;
-  std::atomic<unsigned> started{0};
+  std::atomic<unsigned> started{0}, allocated{0};
   for (unsigned t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
       started.fetch_add(1);
@@ -924,12 +925,32 @@ TEST(AutomaticArenas, ThreadsAreSpreadOverTheArenas) {
       EXPECT_EQ(arena_of(large), seen[t]) << "a thread's large blocks come from its arena";
       pm_free(small);
       pm_free(large);
+      allocated.fetch_add(1);
+      while (allocated.load() < threads) std::this_thread::yield();  // none ends before all
     });
   }
   for (std::thread& w : workers) w.join();
   std::set<unsigned> distinct(seen.begin(), seen.end());
   EXPECT_EQ(distinct.size(), threads) << "threads alive at once share arenas";
   for (unsigned a : distinct) EXPECT_LT(a, unsigned(arenas));
+}
+
+// Threads that run one after another (each ends before the next starts) take the same
+// arena: round-robin would give each the next one, each with its own slabs of every class.
+TEST(AutomaticArenas, ThreadsOneAfterAnotherShareAnArena) {
+  if (automatic_arenas() < 3) GTEST_SKIP() << "fewer than three automatic arenas";
+  void* mine = pm_malloc(48);  // this thread has its arena (and its cache) before the others
+  std::vector<unsigned> seen;
+  for (int t = 0; t < 6; ++t) {
+    std::thread([&] {
+      void* small = pm_malloc(48);
+      seen.push_back(arena_of(small));
+      pm_free(small);
+    }).join();
+  }
+  for (unsigned a : seen) EXPECT_EQ(a, seen[0]) << "a thread after another took a new arena";
+  EXPECT_NE(seen[0], arena_of(mine)) << "a new thread shares a busy arena while others are idle";
+  pm_free(mine);
 }
 
 TEST(AutomaticArenas, PmArenaNamesEveryAutomaticArena) {
@@ -952,14 +973,18 @@ TEST(AutomaticArenas, BlocksFreedByAnotherThreadGoBackToTheirArena) {
   constexpr int kBlocks = 20000;
   std::vector<void*> blocks(kBlocks);
   unsigned producer_arena = 0, consumer_arena = 0;
+  std::atomic<bool> produced{false}, consumed{false};
+  // The producer lives until the consumer is done, so that the two have arenas of their own.
   std::thread producer([&] {
     for (int i = 0; i < kBlocks; ++i) {
       blocks[i] = pm_malloc(16 + std::size_t(i % 40) * 24);
       std::memset(blocks[i], 0x5C, 16);
     }
     producer_arena = arena_of(blocks[0]);
+    produced.store(true);
+    while (!consumed.load()) std::this_thread::yield();
   });
-  producer.join();
+  while (!produced.load()) std::this_thread::yield();
   std::thread consumer([&] {
     void* mine = pm_malloc(48);
     consumer_arena = arena_of(mine);
@@ -968,7 +993,9 @@ TEST(AutomaticArenas, BlocksFreedByAnotherThreadGoBackToTheirArena) {
       pm_free(p);  // into this thread's cache, then back to the producer's arena
   });
   consumer.join();
-  EXPECT_NE(producer_arena, consumer_arena) << "two threads in a row share an arena";
+  consumed.store(true);
+  producer.join();
+  EXPECT_NE(producer_arena, consumer_arena) << "two live threads share an arena";
   EXPECT_EQ(current_stats().allocated, baseline.allocated) << "blocks were lost on their way back";
   void* again[64];
   for (void*& p : again) p = pm_malloc(40);

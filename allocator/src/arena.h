@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -88,6 +89,13 @@ class Arena {
   Arena& operator=(const Arena&) = delete;
 
   [[nodiscard]] unsigned index() const { return index_; }
+
+  // Live threads the arena was given to (automatic_arenas.h): counted up when a thread is
+  // given the arena, down when its thread cache is torn down at its exit.
+  [[nodiscard]] unsigned threads() const { return threads_.load(std::memory_order_relaxed); }
+  void thread_arrived() { threads_.fetch_add(1, std::memory_order_relaxed); }
+  void thread_left() { threads_.fetch_sub(1, std::memory_order_relaxed); }
+  void set_threads(unsigned n) { threads_.store(n, std::memory_order_relaxed); }
 
   // nullptr when the OS refuses memory.
   void* alloc_small(unsigned size_class);
@@ -193,6 +201,7 @@ class Arena {
   void mark_slab_pages_free(const Slab* slab);
 
   const unsigned index_;
+  std::atomic<unsigned> threads_{0};
   Lock lock_;
   ChunkPal pal_;
   Runs runs_;

@@ -1,10 +1,12 @@
-// The automatic arenas: the default count, round-robin assignment, mapping on first use.
+// The automatic arenas: the default count, the choice of a thread's arena, mapping on first use.
 #include "automatic_arenas.h"
 
 #include <sched.h>
 #include <sys/mman.h>
 
 #include <new>
+
+#include "thread_cache.h"
 
 namespace pagemalloc {
 namespace {
@@ -21,15 +23,47 @@ unsigned AutomaticArenas::default_count() {
   return per_cpu < kMaxDefaultArenas ? per_cpu : kMaxDefaultArenas;
 }
 
+// A new thread takes the mapped arena that the fewest live threads use, and maps another
+// only when every mapped one has a thread (as jemalloc's arena choice): threads that come
+// and go one after another reuse the arenas, and the pages, of those that ended, instead of
+// spreading over every arena in turn (each arena holds its own slabs of every class a
+// thread used). Threads that run at the same time still get arenas of their own, up to
+// count(). The choice and the count go together under the mapping lock.
 Arena& AutomaticArenas::assign() {
   const unsigned n = count();
-  if (n == 1) return first_;
-  Arena* a = at(next_.fetch_add(1, std::memory_order_relaxed) % n);
-  return a != nullptr ? *a : first_;  // no memory for another arena: share the first
+  if (n == 1) {
+    first_.thread_arrived();
+    return first_;
+  }
+  LockGuard guard(lock_);
+  Arena* best = &first_;
+  unsigned first_unmapped = n;
+  for (unsigned i = 1; i < n; ++i) {
+    Arena* a = others_[i].load(std::memory_order_relaxed);
+    if (a == nullptr) {
+      if (first_unmapped == n) first_unmapped = i;
+    } else if (a->threads() < best->threads()) {
+      best = a;
+    }
+  }
+  if (best->threads() != 0 && first_unmapped != n) {
+    if (Arena* fresh = map_locked(first_unmapped)) best = fresh;  // else share the least used
+  }
+  best->thread_arrived();
+  return *best;
+}
+
+void AutomaticArenas::reset_thread_counts_in_child() {
+  for_each([](Arena& a) { a.set_threads(0); });
+  if (t_arena_ != nullptr) t_arena_->thread_arrived();
 }
 
 Arena* AutomaticArenas::map(unsigned index) {
   LockGuard guard(lock_);
+  return map_locked(index);
+}
+
+Arena* AutomaticArenas::map_locked(unsigned index) {
   if (Arena* a = others_[index].load(std::memory_order_relaxed)) return a;
   void* mem =
       ::mmap(nullptr, kRecordBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -1,9 +1,11 @@
 // The automatic arenas: the ones a thread allocates from without naming one.
 //
-// Each thread is given one, round-robin, the first time it needs one, and keeps it: its
-// cache refills from it and flushes to it, and its large blocks come from it. Spreading the
-// threads over several arenas spreads the lock traffic of those slow paths (jemalloc's
-// narenas). The count is fixed at the heap's initialization:
+// Each thread is given one the first time it needs one, and keeps it: its cache refills from
+// it and flushes to it, and its large blocks come from it. Spreading the threads over several
+// arenas spreads the lock traffic of those slow paths (jemalloc's narenas). A thread gets the
+// mapped arena the fewest live threads use, and a new one only when each mapped arena has a
+// thread (assign()): threads that follow one another reuse arenas. The count is fixed at the
+// heap's initialization:
 //
 //   narenas:N          N arenas (at most kMaxArenas)
 //   default            four per CPU the process may run on, at most 64 (jemalloc: four per CPU)
@@ -73,6 +75,11 @@ class AutomaticArenas {
       if (bytes != 0) bytes -= std::min(bytes, a.purge_oldest(bytes));
     });
   }
+  // fork(), in the child: only the forking thread lives on. (A thread's exit counts down
+  // its arena's threads when its cache is torn down, thread_cache.cpp; a thread that never
+  // made a cache stays counted: its arena only looks busier.)
+  void reset_thread_counts_in_child();
+
   // Bytes of the arenas' records mapped so far (metadata, for the statistics).
   std::size_t record_bytes() const;
 
@@ -83,13 +90,13 @@ class AutomaticArenas {
  private:
   Arena& assign();
   Arena* map(unsigned index);
+  Arena* map_locked(unsigned index);  // requires: lock_ held
 
   static inline constinit thread_local Arena* t_arena_ = nullptr;
 
   HugeManager* huge_;
   Arena first_;
   std::atomic<unsigned> count_{1};
-  std::atomic<unsigned> next_{0};                // the next thread's arena, modulo count_
   Lock lock_;                                    // mapping of arenas 1 .. count_-1
   std::atomic<Arena*> others_[kMaxArenas] = {};  // [0] unused: arena 0 is first_
 };

@@ -105,6 +105,7 @@ void Heap::reset_after_fork_in_child() {
   ThreadCache::reset_after_fork_in_child();
   forget_background_thread_in_child();
   huge_.unlock_after_fork();
+  automatic_.reset_thread_counts_in_child();
   automatic_.unlock_after_fork();
   explicit_.unlock_after_fork();
 }

@@ -69,6 +69,7 @@ void ThreadCache::on_thread_exit(void* p) {
   current_ = nullptr;
   t_state = CacheState::Exited;
   cache->flush_all();
+  cache->arena_->thread_left();  // automatic_arenas.h: the arena has one thread fewer
   LockGuard guard(registry.lock);
   if (cache->prev_ != nullptr) cache->prev_->next_ = cache->next_;
   else registry.live = cache->next_;
