@@ -21,6 +21,10 @@ Parts (all by default, in this order):
                   the peers (papers/cross-thread)
   instructions    instructions per malloc and per free on the fast path, counted with
                   valgrind's callgrind, every allocator (papers/cross-thread/instructions.md)
+  memory          what the allocators hold: sparse large blocks, the resident size after a
+                  200 MB burst (with small calls going on, and idle), small C programs in the
+                  patterns of mimalloc-bench's; peak RSS under every allocator by LD_PRELOAD
+                  and pagemalloc's criteria (papers/memory)
 
 It builds the presets of CMakePresets.json it needs (release = the pagemap variant, hybrid,
 rbtree, trace = the tracing drop-in), only the targets it runs; raw results go to results/
@@ -39,12 +43,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import arrow  # noqa: E402
 import cross_thread  # noqa: E402
 import instructions  # noqa: E402
+import memory  # noqa: E402
 import tree_overhead  # noqa: E402
 import workloads  # noqa: E402
 from allocators import VARIANTS, build_directory, dropin  # noqa: E402
 from common import RESULTS, ROOT, log, machine, read_json, run, write_json  # noqa: E402
 
-PARTS = ["arrow", "tree-overhead", "workloads", "real-programs", "cross-thread", "instructions"]
+PARTS = ["arrow", "tree-overhead", "workloads", "real-programs", "cross-thread", "instructions",
+         "memory"]
 # The parts that run every run-manager variant's build (the others need the release tree only).
 VARIANT_PARTS = {"arrow", "tree-overhead", "workloads", "real-programs"}
 BENCHMARKS = ["small_chunks_bench", "large_blocks_bench", "arrow_builder_bench"]
@@ -67,6 +73,8 @@ def build_everything(parts):
         release_targets += cross_thread.TARGETS
     if "instructions" in parts:
         release_targets += instructions.TARGETS
+    if "memory" in parts:
+        release_targets += memory.TARGETS
     build("release", release_targets)
     for variant in VARIANTS[1:] if variants else []:
         build(variant, ["pagemalloc", *BENCHMARKS])
@@ -141,6 +149,8 @@ def main():
                                                                   args.seed)) + [""]
     if "instructions" in parts:
         summary += instructions.report(info, instructions.measure(args.quick)) + [""]
+    if "memory" in parts:
+        summary += memory.report(info, memory.measure(args.quick, args.rounds, args.seed)) + [""]
     text = "\n".join(summary)
     (RESULTS / "summary.md").write_text(
         "# Study summary\n\n```\n" + text + "\n```\n")

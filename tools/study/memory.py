@@ -1,0 +1,415 @@
+"""What the allocators hold: sparse large blocks, pages given back after a burst, small
+programs (papers/memory).
+
+The programs (benchmarks/memory/, plain C: a C program loads no C++ runtime) call malloc/free;
+every allocator is put under them by LD_PRELOAD (glibc: nothing preloaded; pagemalloc: the
+release tree's libpagemalloc.so), one process per (program, allocator) and round, in an order
+shuffled from the seed and the round, each started through measure_run
+(benchmarks/measure_run.c), which reports its peak RSS (ru_maxrss), wall, user and sys time.
+
+  sparse          sparse_blocks: 32,768 live blocks of 64-512 KiB, one byte touched in each
+                  (--quick: 4,096)
+  burst           burst_then_small: 200 MB in blocks of 4-256 KiB, all freed, then small
+                  malloc/free calls for decay + 3 s, its resident size sampled every 100 ms
+  burst-idle      the same, sleeping after the burst; pagemalloc with background_thread:true
+  small programs  cfrac_like, espresso_like, glibc_simple, mleak, mstress (the allocation
+                  patterns of mimalloc-bench's small programs) and an empty C program
+
+pagemalloc runs with PAGEMALLOC_CONF=decay_ms:2000 in the burst programs (its default is 10 s;
+the shorter decay keeps the study short, and the criterion is relative to it), and with its
+defaults everywhere else; the peers always with theirs.
+
+The criteria (the medians over the rounds that succeeded):
+  sparse        pagemalloc's peak RSS <= 1.3 x the smaller of glibc's and tcmalloc's
+  burst         resident <= half the burst (100 MiB) at the first sample decay + 3 s after the
+                burst was freed, while the small calls go on
+  burst-idle    resident <= 10% of the burst (20 MiB) at the same time, with
+                background_thread:true, while the program sleeps
+  small         geometric mean of pagemalloc's peak RSS / glibc's <= 1.3, and no program > 2
+
+Writes results/memory.json (every sample), papers/memory/results.md, papers/memory/burst.png
+(resident size over time after the burst, per allocator), papers/memory/small.png and
+papers/memory/summary.json.
+"""
+
+import dataclasses
+import os
+import random
+import subprocess
+import tempfile
+from pathlib import Path
+
+from allocators import PEERS, build_directory, dropin, peer_library
+from common import (PAPERS, RESULTS, fmt_ratio, geomean, log, machine_line, markdown_table,
+                    median, ratio, text_table, write_json)
+
+PAPER = PAPERS / "memory"
+ALLOCATORS = PEERS + ["pagemalloc"]
+PROGRAM_TARGETS = ["sparse_blocks", "burst_then_small", "cfrac_like", "espresso_like",
+                   "glibc_simple", "mleak", "mstress", "empty"]
+TARGETS = PROGRAM_TARGETS + ["measure_run"]
+TIMEOUT_SECONDS = 120
+DECAY_MS = 2000
+BURST_MIB = 200
+SPARSE_LIMIT, BURST_LIMIT, IDLE_LIMIT = 1.3, 0.5, 0.1
+SMALL_GEOMEAN_LIMIT, SMALL_EACH_LIMIT = 1.3, 2.0
+SCRUBBED = ("LD_PRELOAD", "MALLOC_CONF", "PAGEMALLOC_CONF", "GLIBC_TUNABLES", "MALLOC_ARENA_MAX")
+SCRUBBED_PREFIXES = ("MIMALLOC_", "TCMALLOC_", "LD_DEBUG")
+
+
+@dataclasses.dataclass
+class Program:
+    name: str
+    binary: str
+    arguments: list
+    quick_arguments: list
+    kind: str  # "sparse", "burst" or "small"
+    title: str
+    pagemalloc_conf: str = ""
+
+
+BURST_SECONDS = (DECAY_MS + 3000) // 1000 + 1
+PROGRAMS = [
+    Program("sparse", "sparse_blocks", [], ["blocks=4096"], "sparse",
+            "32,768 live blocks of 64-512 KiB, one byte touched in each"),
+    Program("burst", "burst_then_small",
+            [f"burst_mib={BURST_MIB}", f"seconds={BURST_SECONDS}"], [], "burst",
+            f"{BURST_MIB} MB allocated and freed, then {BURST_SECONDS} s of small calls",
+            f"decay_ms:{DECAY_MS}"),
+    Program("burst-idle", "burst_then_small",
+            [f"burst_mib={BURST_MIB}", f"seconds={BURST_SECONDS}", "idle=1"], [], "burst",
+            f"{BURST_MIB} MB allocated and freed, then {BURST_SECONDS} s asleep",
+            f"decay_ms:{DECAY_MS},background_thread:true"),
+    Program("empty", "empty", [], [], "small", "an empty C program (one line of output)"),
+    Program("cfrac", "cfrac_like", [], ["steps=300000"], "small",
+            "small short-lived bignums (cfrac's pattern)"),
+    Program("espresso", "espresso_like", [], ["rounds=1000"], "small",
+            "covers of cubes built and freed (espresso's pattern)"),
+    Program("glibc-simple", "glibc_simple", [], ["iterations=500"], "small",
+            "batches of fixed-size blocks of 16 B-4 KiB (glibc's malloc-simple)"),
+    Program("mleak", "mleak", [], ["rounds=100"], "small",
+            "2 short-lived threads at a time, 400 rounds, blocks left to the main thread "
+            "(mleak's pattern)"),
+    Program("mstress", "mstress", [], ["phases=4"], "small",
+            "4 threads in 10 phases sharing a table of blocks (mimalloc's test-stress)"),
+]
+
+
+def program_directory():
+    return build_directory("pagemap") / "benchmarks" / "memory"
+
+
+def launcher():
+    return build_directory("pagemap") / "benchmarks" / "cross_thread" / "measure_run"
+
+
+def preload_of(allocator):
+    """The library to preload for an allocator; None for glibc."""
+    return dropin("pagemap") if allocator == "pagemalloc" else peer_library(allocator)
+
+
+def huge_page_mode():
+    """The system's transparent huge page setting, e.g. "madvise"."""
+    try:
+        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+        return text[text.index("[") + 1:text.index("]")]
+    except (OSError, ValueError):
+        return "unknown"
+
+
+def clean_environment():
+    return {name: value for name, value in os.environ.items()
+            if name not in SCRUBBED and not name.startswith(SCRUBBED_PREFIXES)}
+
+
+def parse_launcher_line(text):
+    fields = text.split()
+    values = {fields[i]: int(fields[i + 1]) for i in range(0, len(fields) - 1, 2)}
+    return {"status": values["status"], "timed_out": bool(values["timed_out"]),
+            "wall_s": values["wall_ns"] / 1e9, "user_s": values["user_us"] / 1e6,
+            "sys_s": values["system_us"] / 1e6, "maxrss_mib": values["maxrss_kib"] / 1024}
+
+
+def parse_burst_output(text):
+    """The curve [(ms, KiB)] and the summary line's fields of burst_then_small."""
+    curve, summary = [], {}
+    for line in text.splitlines():
+        fields = line.split()
+        if fields[:1] == ["sample"] and len(fields) == 4:
+            curve.append((int(fields[1]), int(fields[2])))
+        elif fields[:1] == ["burst_blocks"]:
+            summary = {fields[i]: int(fields[i + 1]) for i in range(0, len(fields) - 1, 2)}
+    return curve, summary
+
+
+def resident_after(curve, since_ms):
+    """The first sample at or after since_ms (KiB), or None."""
+    for ms, kib in curve:
+        if ms >= since_ms:
+            return kib
+    return None
+
+
+def run_once(program, allocator, quick, scratch):
+    """One process: returns its sample (with "ok" and, when not ok, "failure")."""
+    arguments = program.arguments + (program.quick_arguments if quick else [])
+    result_file = Path(scratch) / "result.txt"
+    command = [str(launcher()), str(result_file), str(TIMEOUT_SECONDS)]
+    library = preload_of(allocator)
+    if library is not None:
+        command += ["-e", f"LD_PRELOAD={library}"]
+    if allocator == "pagemalloc" and program.pagemalloc_conf:
+        command += ["-e", f"PAGEMALLOC_CONF={program.pagemalloc_conf}"]
+    command += ["--", str(program_directory() / program.binary), *arguments]
+    finished = subprocess.run(command, env=clean_environment(), capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=TIMEOUT_SECONDS + 60)
+    if finished.returncode != 0 or not result_file.exists():
+        return {"ok": False, "failure": f"launcher exit {finished.returncode}: "
+                                        f"{finished.stderr.strip()[-400:]}"}
+    sample = parse_launcher_line(result_file.read_text())
+    result_file.unlink()
+    if sample["timed_out"]:
+        sample.update(ok=False, failure=f"timed out after {TIMEOUT_SECONDS} s")
+    elif sample["status"] != 0:
+        sample.update(ok=False, failure=f"exit status {sample['status']}: "
+                                        f"{finished.stderr.strip()[-400:]}")
+    elif "all checked" not in finished.stdout:
+        sample.update(ok=False, failure=f"no 'all checked' line in {finished.stdout[-200:]!r}")
+    else:
+        sample["ok"] = True
+        if program.kind == "burst":
+            curve, summary = parse_burst_output(finished.stdout)
+            sample["curve"] = curve
+            sample.update({k: summary.get(k) for k in ("burst_end_ms", "burst_kib", "last_kib")})
+            if summary.get("burst_end_ms") is not None:
+                sample["resident_at_deadline_kib"] = resident_after(
+                    curve, summary["burst_end_ms"] + DECAY_MS + 3000)
+        if finished.stderr.strip():
+            sample["stderr"] = finished.stderr.strip()[-400:]
+    return sample
+
+
+def measure(quick, rounds, seed):
+    """Runs every program under every allocator in interleaved rounds; returns the data."""
+    rounds = 1 if quick else rounds
+    samples = {p.name: {a: [] for a in ALLOCATORS} for p in PROGRAMS}
+    entries = [(p, a) for p in PROGRAMS for a in ALLOCATORS]
+    with tempfile.TemporaryDirectory(prefix="memory.") as scratch:
+        for round_number in range(rounds):
+            order = list(entries)
+            random.Random(seed * 1000 + round_number).shuffle(order)
+            log(f"memory: round {round_number + 1}/{rounds} ({len(order)} processes)")
+            for program, allocator in order:
+                sample = run_once(program, allocator, quick, scratch)
+                sample["round"] = round_number
+                samples[program.name][allocator].append(sample)
+                if not sample["ok"]:
+                    log(f"memory: {program.name} under {allocator} failed: {sample['failure']}")
+    data = {"rounds": rounds, "quick": quick, "huge_pages": huge_page_mode(),
+            "decay_ms": DECAY_MS, "burst_mib": BURST_MIB,
+            "programs": {p.name: {"title": p.title, "binary": p.binary, "kind": p.kind,
+                                  "arguments": p.arguments + (p.quick_arguments if quick else []),
+                                  "pagemalloc_conf": p.pagemalloc_conf,
+                                  "samples": samples[p.name]} for p in PROGRAMS}}
+    write_json(RESULTS / "memory.json", data)
+    return data
+
+
+def medians(samples):
+    good = [s for s in samples if s["ok"]]
+    out = {metric: median([s.get(metric) for s in good])
+           for metric in ("maxrss_mib", "wall_s", "user_s", "sys_s", "burst_kib",
+                          "resident_at_deadline_kib", "last_kib")}
+    out["failed"] = len(samples) - len(good)
+    return out
+
+
+def median_curve(samples):
+    """The curve of the round whose resident size at the deadline is the median one."""
+    good = [s for s in samples if s["ok"] and s.get("curve")]
+    if not good:
+        return None
+    good.sort(key=lambda s: (s.get("resident_at_deadline_kib") or 0))
+    return good[len(good) // 2]
+
+
+def burst_figure(data, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [p.name for p in PROGRAMS if p.kind == "burst"]
+    fig, axes = plt.subplots(1, len(names), figsize=(7 * len(names), 4.5), sharey=True)
+    for axis, name in zip(axes, names):
+        entry = data["programs"][name]
+        for allocator in ALLOCATORS:
+            chosen = median_curve(entry["samples"][allocator])
+            if chosen is None:
+                continue
+            start = chosen["burst_end_ms"]
+            xs = [(ms - start) / 1000 for ms, _ in chosen["curve"]]
+            ys = [kib / 1024 for _, kib in chosen["curve"]]
+            axis.plot(xs, ys, label=allocator, linewidth=2 if allocator == "pagemalloc" else 1)
+        deadline = (DECAY_MS + 3000) / 1000
+        limit = BURST_LIMIT if name == "burst" else IDLE_LIMIT
+        axis.axvline(deadline, color="black", linestyle="--", linewidth=0.8)
+        axis.axhline(BURST_MIB * limit, color="grey", linestyle=":", linewidth=0.8)
+        axis.set(title=f"{name}: resident size, 0 s = burst freed "
+                       f"(deadline decay + 3 s, limit {limit:g} x burst)",
+                 xlabel="seconds since the burst was freed", ylabel="resident MiB")
+        axis.grid(True, alpha=0.3)
+        axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def small_figure(table, names, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    width = 0.8 / len(ALLOCATORS)
+    fig, axis = plt.subplots(figsize=(10, 4.5))
+    for i, allocator in enumerate(ALLOCATORS):
+        values = [ratio(table[n][allocator]["maxrss_mib"], table[n]["glibc"]["maxrss_mib"])
+                  for n in names]
+        axis.bar([x + i * width for x in range(len(names))],
+                 [float("nan") if v is None else v for v in values], width, label=allocator)
+    axis.axhline(SMALL_GEOMEAN_LIMIT, color="black", linestyle="--", linewidth=0.8)
+    axis.axhline(SMALL_EACH_LIMIT, color="black", linestyle=":", linewidth=0.8)
+    axis.axhline(1.0, color="grey", linewidth=0.5)
+    axis.set_xticks([x + 0.4 - width / 2 for x in range(len(names))], names)
+    axis.set(title="small programs: peak RSS / glibc's (limits: geometric mean 1.3, each 2)",
+             ylabel="ratio, lower is better")
+    axis.grid(True, axis="y", alpha=0.3)
+    axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def fmt_mib(value, digits=1):
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def kib_to_mib(value):
+    return None if value is None else value / 1024
+
+
+def verdict(passed):
+    return "holds" if passed else "DOES NOT HOLD"
+
+
+def report(info, data):
+    """Writes papers/memory/results.md, the figures and summary.json; returns summary lines."""
+    PAPER.mkdir(parents=True, exist_ok=True)
+    table = {name: {a: medians(entry["samples"][a]) for a in ALLOCATORS}
+             for name, entry in data["programs"].items()}
+    criteria, sections = {}, []
+
+    # Sparse large blocks.
+    sparse = table["sparse"]
+    reference = min((sparse[a]["maxrss_mib"] for a in ("glibc", "tcmalloc")
+                     if sparse[a]["maxrss_mib"] is not None), default=None)
+    r = None if sparse["pagemalloc"]["failed"] else ratio(sparse["pagemalloc"]["maxrss_mib"],
+                                                          reference)
+    criteria["sparse"] = {"ratio": r, "limit": SPARSE_LIMIT,
+                          "passed": r is not None and r <= SPARSE_LIMIT,
+                          "text": "peak RSS / min(glibc, tcmalloc)"}
+    rows = [[a, fmt_mib(sparse[a]["maxrss_mib"]), fmt_mib(sparse[a]["wall_s"], 2),
+             fmt_ratio(ratio(sparse[a]["maxrss_mib"], reference)), str(sparse[a]["failed"])]
+            for a in ALLOCATORS]
+    entry = data["programs"]["sparse"]
+    sections += ["## Sparse large blocks", "",
+                 f"{entry['title']} (`{' '.join([entry['binary'], *entry['arguments']])}`); "
+                 f"transparent huge pages: `{data['huge_pages']}`.", "",
+                 markdown_table(["allocator", "peak RSS MiB", "wall s",
+                                 "RSS / min(glibc, tcmalloc)", "failed rounds"], rows), ""]
+
+    # The bursts.
+    burst_rows = []
+    for name, limit in (("burst", BURST_LIMIT), ("burst-idle", IDLE_LIMIT)):
+        entry = data["programs"][name]
+        rows = []
+        for a in ALLOCATORS:
+            m = table[name][a]
+            rows.append([a, fmt_mib(kib_to_mib(m["burst_kib"])),
+                         fmt_mib(kib_to_mib(m["resident_at_deadline_kib"])),
+                         fmt_ratio(ratio(kib_to_mib(m["resident_at_deadline_kib"]), BURST_MIB)),
+                         fmt_mib(kib_to_mib(m["last_kib"])), fmt_mib(m["maxrss_mib"]),
+                         str(m["failed"])])
+        ours = table[name]["pagemalloc"]
+        r = None if ours["failed"] else ratio(kib_to_mib(ours["resident_at_deadline_kib"]),
+                                              BURST_MIB)
+        criteria[name] = {"ratio": r, "limit": limit, "passed": r is not None and r <= limit,
+                          "text": f"resident {DECAY_MS / 1000:g} + 3 s after the burst / burst"}
+        conf = f" pagemalloc with `PAGEMALLOC_CONF={entry['pagemalloc_conf']}`."
+        sections += [f"## {name}", "",
+                     f"{entry['title']} (`{' '.join([entry['binary'], *entry['arguments']])}`);"
+                     + conf, "",
+                     markdown_table(["allocator", "resident with the burst live MiB",
+                                     f"resident {DECAY_MS / 1000:g} + 3 s after MiB",
+                                     f"that / the {BURST_MIB} MiB burst", "last sample MiB",
+                                     "peak RSS MiB", "failed rounds"], rows), ""]
+        burst_rows.append(name)
+    burst_figure(data, PAPER / "burst.png")
+
+    # The small programs.
+    small = [p.name for p in PROGRAMS if p.kind == "small"]
+    rows, ours_ratios = [], []
+    for name in small:
+        glibc = table[name]["glibc"]["maxrss_mib"]
+        row = [name]
+        for a in ALLOCATORS:
+            row.append(f"{fmt_mib(table[name][a]['maxrss_mib'], 2)} "
+                       f"({fmt_ratio(ratio(table[name][a]['maxrss_mib'], glibc))})")
+        rows.append(row)
+        failed = table[name]["pagemalloc"]["failed"] > 0
+        ours_ratios.append(None if failed else ratio(table[name]["pagemalloc"]["maxrss_mib"],
+                                                     glibc))
+    geo = {a: geomean([ratio(table[n][a]["maxrss_mib"], table[n]["glibc"]["maxrss_mib"])
+                       for n in small]) for a in ALLOCATORS}
+    rows.append(["geometric mean of the ratios"] + [fmt_ratio(geo[a]) for a in ALLOCATORS])
+    worst = max((x for x in ours_ratios if x is not None), default=None)
+    any_failed = any(x is None for x in ours_ratios)
+    criteria["small-geomean"] = {"ratio": geo["pagemalloc"], "limit": SMALL_GEOMEAN_LIMIT,
+                                 "passed": not any_failed and geo["pagemalloc"] is not None
+                                 and geo["pagemalloc"] <= SMALL_GEOMEAN_LIMIT,
+                                 "text": "geometric mean of peak RSS / glibc's"}
+    criteria["small-each"] = {"ratio": worst, "limit": SMALL_EACH_LIMIT,
+                              "passed": not any_failed and worst is not None
+                              and worst <= SMALL_EACH_LIMIT,
+                              "text": "largest peak RSS / glibc's"}
+    small_figure(table, small, PAPER / "small.png")
+    titles = "; ".join(f"{n}: {data['programs'][n]['title']}" for n in small)
+    sections += ["## Small programs", "",
+                 "Peak RSS in MiB (in brackets: / glibc's). " + titles + ".", "",
+                 markdown_table(["program"] + ALLOCATORS, rows), "",
+                 "![small programs](small.png)", ""]
+
+    verdict_rows = [[name, c["text"], fmt_ratio(c["ratio"]), f"≤ {c['limit']:g}",
+                     verdict(c["passed"])] for name, c in criteria.items()]
+    text = "\n".join([
+        "# Memory: measured results", "",
+        "Generated by `bash tools/study.sh --only memory` (part of `bash tools/study.sh`);"
+        " do not edit by hand.", "",
+        f"Machine and date: {machine_line(info)}. Transparent huge pages: "
+        f"`{data['huge_pages']}`. Rounds: {data['rounds']}"
+        f"{' (quick: smaller scale)' if data['quick'] else ''}, interleaved; every number is"
+        " the median over the rounds that succeeded (a burst's curve: the round with the median"
+        " resident size at the deadline).", "",
+        "## pagemalloc against the criteria", "",
+        markdown_table(["criterion", "measure", "pagemalloc", "limit", "verdict"],
+                       verdict_rows), "",
+        "![resident size after the burst](burst.png)", "",
+        *sections])
+    (PAPER / "results.md").write_text(text)
+    write_json(PAPER / "summary.json", {"machine": info, "rounds": data["rounds"],
+                                        "quick": data["quick"],
+                                        "huge_pages": data["huge_pages"],
+                                        "criteria": criteria, "medians": table})
+    summary_rows = [[name, fmt_ratio(c["ratio"]), f"{c['limit']:g}", verdict(c["passed"])]
+                    for name, c in criteria.items()]
+    return [f"memory (papers/memory/results.md), transparent huge pages {data['huge_pages']}:",
+            text_table(["criterion", "pagemalloc", "limit", "verdict"], summary_rows)]
