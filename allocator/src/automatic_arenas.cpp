@@ -32,11 +32,11 @@ unsigned AutomaticArenas::default_count() {
 Arena& AutomaticArenas::assign() {
   const unsigned n = count();
   if (n == 1) {
-    first_.thread_arrived();
-    return first_;
+    first_.value.thread_arrived();
+    return first_.value;
   }
   LockGuard guard(lock_);
-  Arena* best = &first_;
+  Arena* best = &first_.value;
   unsigned first_unmapped = n;
   for (unsigned i = 1; i < n; ++i) {
     Arena* a = others_[i].load(std::memory_order_relaxed);

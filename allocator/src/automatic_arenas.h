@@ -11,8 +11,9 @@
 //   default            four per CPU the process may run on, at most 64 (jemalloc: four per CPU)
 //   deterministic      one: the same calls give the same layout on every run
 //
-// Arena 0 is part of the heap's static storage; the others are mapped on first use (their
-// stashes, most of their size, stay unwritten until a cache flushes to them). All of them
+// Arena 0 is part of the heap's static storage, constructed there by start() (until then the
+// storage is all zero and count() is 0); the others are mapped on first use. The stashes, most
+// of an arena's size, stay unwritten until a cache flushes to them. All of them
 // share one manager of huge blocks, whose cache they ask to give back before they map a chunk.
 #pragma once
 
@@ -21,6 +22,7 @@
 #include <cstddef>
 
 #include "arena.h"
+#include "deferred.h"
 #include "lock.h"
 
 namespace pagemalloc {
@@ -30,20 +32,27 @@ class AutomaticArenas {
   static constexpr unsigned kMaxArenas = 256;
   static constexpr unsigned kMaxDefaultArenas = 64;
 
-  // huge: the automatic arenas' huge blocks (heap.h).
-  constexpr explicit AutomaticArenas(HugeManager* huge) : huge_(huge), first_{0, huge} {}
+  constexpr AutomaticArenas() = default;  // all zero: no arena until start()
+
+  // Constructs arena 0; count() is 1 from then on. huge: the automatic arenas' huge blocks
+  // (heap.h). Requires: called once, before any other member.
+  void start(HugeManager* huge) {
+    huge_ = huge;
+    first_.construct(0, huge, Arena::LeaveStashesUnwritten{});
+    count_.store(1, std::memory_order_release);
+  }
 
   // Four per CPU of the process's affinity mask, at most kMaxDefaultArenas.
   static unsigned default_count();
-  // Sets the number of arenas (clamped to 1 .. kMaxArenas). Requires: called once, before
-  // any thread was given an arena.
+  // Sets the number of arenas (clamped to 1 .. kMaxArenas). Requires: called once, after
+  // start(), before any thread was given an arena.
   void configure(unsigned count) {
     count_.store(count < 1            ? 1
                  : count > kMaxArenas ? kMaxArenas
                                       : count,
                  std::memory_order_relaxed);
   }
-  [[nodiscard]] unsigned count() const { return count_.load(std::memory_order_relaxed); }
+  [[nodiscard]] unsigned count() const { return count_.load(std::memory_order_acquire); }
 
   // The calling thread's arena.
   Arena& for_thread() {
@@ -54,8 +63,8 @@ class AutomaticArenas {
   // The arena of this index; nullptr when the index is out of range or the OS refuses memory
   // for the arena.
   Arena* at(unsigned index) {
-    if (index == 0) return &first_;
     if (index >= count()) return nullptr;
+    if (index == 0) return &first_.value;
     if (Arena* a = others_[index].load(std::memory_order_acquire)) return a;
     return map(index);
   }
@@ -63,8 +72,9 @@ class AutomaticArenas {
   // Calls visit(Arena&) for every arena mapped so far.
   template <class Visit>
   void for_each(Visit&& visit) {
-    visit(first_);
     const unsigned n = count();
+    if (n == 0) return;
+    visit(first_.value);
     for (unsigned i = 1; i < n; ++i)
       if (Arena* a = others_[i].load(std::memory_order_acquire)) visit(*a);
   }
@@ -94,9 +104,9 @@ class AutomaticArenas {
 
   static inline constinit thread_local Arena* t_arena_ = nullptr;
 
-  HugeManager* huge_;
-  Arena first_;
-  std::atomic<unsigned> count_{1};
+  HugeManager* huge_ = nullptr;
+  Deferred<Arena> first_;
+  std::atomic<unsigned> count_{0};
   Lock lock_;                                    // mapping of arenas 1 .. count_-1
   std::atomic<Arena*> others_[kMaxArenas] = {};  // [0] unused: arena 0 is first_
 };

@@ -90,13 +90,13 @@ void install_fork_handlers() {
 void Heap::lock_for_fork() {
   explicit_.lock_for_fork();
   automatic_.lock_for_fork();
-  huge_.lock_for_fork();
+  huge().lock_for_fork();
   ThreadCache::lock_for_fork();
 }
 
 void Heap::unlock_after_fork_in_parent() {
   ThreadCache::unlock_after_fork_in_parent();
-  huge_.unlock_after_fork();
+  huge().unlock_after_fork();
   automatic_.unlock_after_fork();
   explicit_.unlock_after_fork();
 }
@@ -104,7 +104,7 @@ void Heap::unlock_after_fork_in_parent() {
 void Heap::reset_after_fork_in_child() {
   ThreadCache::reset_after_fork_in_child();
   forget_background_thread_in_child();
-  huge_.unlock_after_fork();
+  huge().unlock_after_fork();
   automatic_.reset_thread_counts_in_child();
   automatic_.unlock_after_fork();
   explicit_.unlock_after_fork();

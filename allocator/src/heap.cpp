@@ -44,6 +44,8 @@ void Heap::initialize() {
     return;
   }
   t_initializing = true;
+  huge_.construct(kNoArena, HugeManager::Neighbours{&purge_automatic_arenas, this});
+  automatic_.start(&huge());  // one arena until configure(): allocations made meanwhile use it
   load_conf_from_environment();
   const long wanted = options().deterministic.load() ? 1 : options().narenas.load();
   automatic_.configure(wanted > 0 ? unsigned(wanted) : AutomaticArenas::default_count());
@@ -58,7 +60,7 @@ int Heap::find_source(unsigned index, Source& out) {
   if (index < automatic_.count()) {
     Arena* a = automatic_.at(index);
     if (a == nullptr) return ENOMEM;
-    out = Source{a, &huge_, false};
+    out = Source{a, &huge(), false};
     return 0;
   }
   ExplicitArena* a = explicit_.find(index);
@@ -69,7 +71,7 @@ int Heap::find_source(unsigned index, Source& out) {
 
 void* Heap::allocate_slow(std::size_t size, std::size_t align, bool zero) {
   ensure_initialized();
-  return allocate_from(Source{&automatic_.for_thread(), &huge_, true}, size, align, zero);
+  return allocate_from(Source{&automatic_.for_thread(), &huge(), true}, size, align, zero);
 }
 
 void* Heap::allocate_in(unsigned arena, std::size_t size, std::size_t align, bool zero) {
@@ -323,9 +325,10 @@ unsigned Heap::create_arena(unsigned flags) {
 }
 
 void Heap::purge() {
+  ensure_initialized();
   if (ThreadCache* cache = ThreadCache::current()) cache->flush_all();
   automatic_.for_each([](Arena& a) { a.purge_all(); });
-  huge_.purge_all();
+  huge().purge_all();
   explicit_.for_each([](ExplicitArena& a) {
     a.blocks.purge_all();
     a.huge.purge_all();
@@ -333,8 +336,9 @@ void Heap::purge() {
 }
 
 void Heap::advance_decay(bool wait) {
+  ensure_initialized();
   automatic_.for_each([&](Arena& a) { a.advance_decay(wait); });
-  huge_.advance_decay(wait);
+  huge().advance_decay(wait);
   if (!wait) return;
   explicit_.for_each([](ExplicitArena& a) {
     a.blocks.advance_decay(true);
@@ -343,12 +347,13 @@ void Heap::advance_decay(bool wait) {
 }
 
 void Heap::stats(pm_stats& out) {
+  ensure_initialized();
   ArenaStats a{};
   HugeStats h{};
   auto add_arena = [&](Arena& arena) { a += arena.stats(); };
   auto add_huge = [&](HugeManager& huge) { h += huge.stats(); };
   automatic_.for_each(add_arena);
-  add_huge(huge_);
+  add_huge(huge());
   const std::size_t cached = ThreadCache::bytes_cached_by_all();
   a.allocated = a.allocated > cached ? a.allocated - cached : 0;
   std::size_t records = automatic_.record_bytes();

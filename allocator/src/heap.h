@@ -19,6 +19,7 @@
 #include "arena.h"
 #include "automatic_arenas.h"
 #include "config.h"
+#include "deferred.h"
 #include "explicit_arenas.h"
 #include "flags.h"
 #include "huge.h"
@@ -133,14 +134,21 @@ class Heap {
   void deallocate_sized_checked(void* p, std::size_t size, std::size_t align, const char* call);
   void deallocate_small(Arena& owner, Slab* slab, void* p, const char* call);
   std::size_t usable_size_slow(const void* p, const char* call);
-  // HugeManager::Neighbours of huge_: context is the heap.
+  // HugeManager::Neighbours of huge(): context is the heap.
   static void purge_automatic_arenas(void* heap, std::size_t bytes) {
     static_cast<Heap*>(heap)->automatic_.purge_oldest(bytes);
   }
 
+  // The automatic arenas' huge blocks; constructed by initialize().
+  HugeManager& huge() { return huge_.value; }
+
+  // Every member is zero until initialize() constructs the first arena and the huge manager
+  // in place: the heap then lies in .bss (anonymous pages, resident only where touched), not
+  // in .data, whose pages the kernel maps from the library's file in large folios (some
+  // 120 KiB of the resident size of a program that allocates nothing).
   std::atomic<int> init_state_{kUninitialized};
-  AutomaticArenas automatic_{&huge_};  // indices 0 .. automatic_.count()-1
-  HugeManager huge_{kNoArena, {&purge_automatic_arenas, this}};  // their huge blocks
+  AutomaticArenas automatic_;  // indices 0 .. automatic_.count()-1
+  Deferred<HugeManager> huge_;  // their huge blocks
   ExplicitArenas explicit_;                                      // indices automatic_.count() ..
   std::atomic<std::size_t> copied_{0};
   std::atomic<std::size_t> grown_in_place_{0};

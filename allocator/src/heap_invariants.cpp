@@ -272,8 +272,8 @@ const char* Heap::check_invariants() {
     check_arena(a);
   });
   if (problem != nullptr) return problem;
-  if (huge_.arena() != kNoArena) return "the automatic huge manager names an explicit arena";
-  if (const char* huge = huge_.check_invariants()) return huge;
+  if (huge().arena() != kNoArena) return "the automatic huge manager names an explicit arena";
+  if (const char* problem_of_huge = huge().check_invariants()) return problem_of_huge;
   explicit_.for_each([&](ExplicitArena& e) {
     if (problem != nullptr) return;
     if (e.blocks.index() < automatic || e.huge.arena() != e.blocks.index()) {
