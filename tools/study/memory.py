@@ -254,8 +254,8 @@ def burst_figure(data, path):
         limit = BURST_LIMIT if name == "burst" else IDLE_LIMIT
         axis.axvline(deadline, color="black", linestyle="--", linewidth=0.8)
         axis.axhline(BURST_MIB * limit, color="grey", linestyle=":", linewidth=0.8)
-        axis.set(title=f"{name}: resident size, 0 s = burst freed "
-                       f"(deadline decay + 3 s, limit {limit:g} x burst)",
+        axis.set(title=f"{name}: resident size (0 s: the burst freed)\n"
+                       f"deadline decay + 3 s (dashed), limit {limit:g} x the burst (dotted)",
                  xlabel="seconds since the burst was freed", ylabel="resident MiB")
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize=8)
