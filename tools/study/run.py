@@ -21,6 +21,9 @@ Parts (all by default, in this order):
                   the peers (papers/cross-thread)
   instructions    instructions per malloc and per free on the fast path, counted with
                   valgrind's callgrind, every allocator (papers/cross-thread/instructions.md)
+  profiles        each real program under pagemalloc and under its fastest peer in the last
+                  real-programs run, with perf stat and perf record: where the time goes
+                  (papers/real-programs/profiles.md)
 
 It builds the presets of CMakePresets.json it needs (release = the pagemap variant, hybrid,
 rbtree, trace = the tracing drop-in), only the targets it runs; raw results go to results/
@@ -39,12 +42,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import arrow  # noqa: E402
 import cross_thread  # noqa: E402
 import instructions  # noqa: E402
+import profiles  # noqa: E402
 import tree_overhead  # noqa: E402
 import workloads  # noqa: E402
 from allocators import VARIANTS, build_directory, dropin  # noqa: E402
 from common import RESULTS, ROOT, log, machine, read_json, run, write_json  # noqa: E402
 
-PARTS = ["arrow", "tree-overhead", "workloads", "real-programs", "cross-thread", "instructions"]
+PARTS = ["arrow", "tree-overhead", "workloads", "real-programs", "cross-thread", "instructions",
+         "profiles"]
 # The parts that run every run-manager variant's build (the others need the release tree only).
 VARIANT_PARTS = {"arrow", "tree-overhead", "workloads", "real-programs"}
 BENCHMARKS = ["small_chunks_bench", "large_blocks_bench", "arrow_builder_bench"]
@@ -141,6 +146,8 @@ def main():
                                                                   args.seed)) + [""]
     if "instructions" in parts:
         summary += instructions.report(info, instructions.measure(args.quick)) + [""]
+    if "profiles" in parts:
+        summary += profiles.report(info, profiles.measure(args.quick, args.seed)) + [""]
     text = "\n".join(summary)
     (RESULTS / "summary.md").write_text(
         "# Study summary\n\n```\n" + text + "\n```\n")
