@@ -16,6 +16,13 @@
 #include "decay.h"
 #include "pagemalloc/pagemalloc.h"
 
+#if defined(__SANITIZE_THREAD__)
+// ThreadSanitizer refuses to start a thread in a child forked by a multithreaded process
+// unless told that the program knows what it does; the child here starts the background
+// thread with no other thread holding any lock.
+extern "C" const char* __tsan_default_options() { return "die_after_fork=0"; }
+#endif
+
 namespace {
 
 using namespace std::chrono_literals;

@@ -22,6 +22,7 @@ packages=(
   redis-server redis-tools                       # real programs: redis-server, redis-cli, redis-benchmark
   libjemalloc2 g++                               # real programs: jemalloc preload, the g++ compile
   valgrind                                       # the study's fast-path instruction counts (callgrind)
+  linux-perf                                     # the study's profiles of the real programs
   pkg-config                                     # the install test: a consumer built by pkg-config
   "$@"
 )

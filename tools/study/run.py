@@ -21,6 +21,9 @@ Parts (all by default, in this order):
                   the peers (papers/cross-thread)
   instructions    instructions per malloc and per free on the fast path, counted with
                   valgrind's callgrind, every allocator (papers/cross-thread/instructions.md)
+  profiles        each real program under pagemalloc and under its fastest peer in the last
+                  real-programs run, with perf stat and perf record: where the time goes
+                  (papers/real-programs/profiles.md)
   memory          what the allocators hold: sparse large blocks, the resident size after a
                   200 MB burst (with small calls going on, and idle), small C programs in the
                   patterns of mimalloc-bench's; peak RSS under every allocator by LD_PRELOAD
@@ -44,13 +47,14 @@ import arrow  # noqa: E402
 import cross_thread  # noqa: E402
 import instructions  # noqa: E402
 import memory  # noqa: E402
+import profiles  # noqa: E402
 import tree_overhead  # noqa: E402
 import workloads  # noqa: E402
 from allocators import VARIANTS, build_directory, dropin  # noqa: E402
 from common import RESULTS, ROOT, log, machine, read_json, run, write_json  # noqa: E402
 
 PARTS = ["arrow", "tree-overhead", "workloads", "real-programs", "cross-thread", "instructions",
-         "memory"]
+         "profiles", "memory"]
 # The parts that run every run-manager variant's build (the others need the release tree only).
 VARIANT_PARTS = {"arrow", "tree-overhead", "workloads", "real-programs"}
 BENCHMARKS = ["small_chunks_bench", "large_blocks_bench", "arrow_builder_bench"]
@@ -149,6 +153,8 @@ def main():
                                                                   args.seed)) + [""]
     if "instructions" in parts:
         summary += instructions.report(info, instructions.measure(args.quick)) + [""]
+    if "profiles" in parts:
+        summary += profiles.report(info, profiles.measure(args.quick, args.seed)) + [""]
     if "memory" in parts:
         summary += memory.report(info, memory.measure(args.quick, args.rounds, args.seed)) + [""]
     text = "\n".join(summary)

@@ -1,0 +1,227 @@
+"""Profiles of the real programs: where pagemalloc's time goes that the fastest peer's does not
+(papers/real-programs/profiles.md).
+
+For each real program of benchmarks/real_programs (the same inputs, environment and commands;
+redis is left out: its time is a client's, its allocations a server's), under pagemalloc (the
+release tree's drop-in) and under the peer that was fastest for that program in the last
+real-programs run (results/real_programs.json; jemalloc when there is none):
+
+  perf stat     task-clock, page faults, context switches, and cycles, instructions and dTLB
+                load misses where the machine has hardware counters (a VM often has none:
+                those are reported as not supported, never guessed)
+  perf record   sampled call stacks (-g), reported as the share of samples per shared object
+                (the program, libc, the allocator, the kernel) and the functions above 1%
+
+One run of each (a profile is a distribution, not a timing: its shares are steady from run to
+run where the total time is not). Writes results/profiles.json and
+papers/real-programs/profiles.md; returns summary lines. Needs perf (Debian's linux-perf,
+installed by tools/install-deps.sh) and the programs (the same script installs them).
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from allocators import PEERS, dropin, peer_library
+from common import PAPERS, RESULTS, ROOT, log, machine_line, markdown_table, read_json, write_json
+
+sys.path.insert(0, str(ROOT / "benchmarks" / "real_programs"))
+import inputs  # noqa: E402
+import real_programs  # noqa: E402
+
+PAPER = PAPERS / "real-programs"
+PROGRAMS = [name for name in real_programs.PROGRAM_CLASSES if name != "redis"]
+EVENTS = ["task-clock", "page-faults", "context-switches", "cycles", "instructions",
+          "dTLB-load-misses"]
+TOP_FUNCTIONS = 12
+# What a shared object's path is reported as.
+GROUPS = [("[kernel.kallsyms]", "kernel"), ("libpagemalloc", "allocator"),
+          ("libjemalloc", "allocator"), ("libmimalloc", "allocator"),
+          ("libtcmalloc", "allocator"), ("libc.so", "libc")]
+
+
+def fastest_peers():
+    """{program: the peer with the smallest median wall time in results/real_programs.json}."""
+    data = read_json(RESULTS / "real_programs.json") or {}
+    fastest = {}
+    for program, by_allocator in data.get("medians", {}).items():
+        times = {a: cell.get("wall_s") for a, cell in by_allocator.items()
+                 if a in PEERS and cell.get("wall_s")}
+        if times:
+            fastest[program] = min(times, key=times.get)
+    return fastest
+
+
+def library_of(allocator):
+    return str(dropin("pagemap")) if allocator == "pagemalloc" else peer_library(allocator)
+
+
+def run_perf(prefix, program, allocator, directory, timeout_s=600):
+    """Runs the program under `perf <prefix...> --`, in `directory`; raises on failure."""
+    env = {**real_programs.clean_environment(), **program.environment()}
+    library = library_of(allocator)
+    if library is not None:
+        env["LD_PRELOAD"] = str(library)
+    stdin_path = program.stdin_path()
+    with open(stdin_path or os.devnull, "rb") as stdin, \
+            open(os.path.join(directory, "stdout"), "wb") as stdout, \
+            open(os.path.join(directory, "stderr"), "wb") as stderr:
+        finished = subprocess.run(["perf", *prefix, "--", *program.command(directory)], env=env,
+                                  cwd=directory, stdin=stdin, stdout=stdout, stderr=stderr,
+                                  timeout=timeout_s)
+    if finished.returncode != 0:
+        with open(os.path.join(directory, "stderr"), errors="replace") as err:
+            raise RuntimeError(f"profiles: {program.name} under {allocator}: exit "
+                               f"{finished.returncode}: {err.read()[-800:]}")
+
+
+def counters(program, allocator, directory):
+    """{event: value or None (not supported)} from perf stat's CSV output."""
+    out = os.path.join(directory, "stat.csv")
+    run_perf(["stat", "-x,", "-o", out, "-e", ",".join(EVENTS)], program, allocator, directory)
+    values = {}
+    with open(out) as source:
+        for line in source:
+            fields = line.strip().split(",")
+            if len(fields) < 3 or fields[2] not in EVENTS:
+                continue
+            try:
+                values[fields[2]] = float(fields[0])
+            except ValueError:
+                values[fields[2]] = None  # "<not supported>" or "<not counted>"
+    return values
+
+
+def report_lines(data_file, sort):
+    """[(percent, fields...)] of `perf report --sort <sort>`, children not counted."""
+    text = subprocess.run(["perf", "report", "-i", data_file, "--stdio", "--no-children",
+                           "--sort", sort, "--percent-limit", "0.5", "-g", "none"],
+                          capture_output=True, text=True, check=True).stdout
+    rows = []
+    for line in text.splitlines():
+        match = re.match(r"^\s+([\d.]+)%\s+(.*)$", line)
+        if match:
+            rows.append((float(match.group(1)), match.group(2).strip()))
+    return rows
+
+
+def group_of(dso):
+    """The group of a shared object: an executable (the program, or a child such as g++'s
+    cc1plus) is the program's."""
+    for needle, group in GROUPS:
+        if needle in dso:
+            return group
+    return "other libraries" if ".so" in dso else "program"
+
+
+def samples(program, allocator, directory):
+    """Shares of samples by group of shared objects, and the functions above 1%."""
+    data_file = os.path.join(directory, "perf.data")
+    run_perf(["record", "-g", "-F", "499", "-q", "-o", data_file], program, allocator, directory)
+    shares = {}
+    for percent, dso in report_lines(data_file, "dso"):
+        group = group_of(dso)
+        shares[group] = shares.get(group, 0.0) + percent
+    functions = []
+    for percent, rest in report_lines(data_file, "dso,sym")[:TOP_FUNCTIONS]:
+        parts = rest.split(None, 1)
+        symbol = parts[1] if len(parts) > 1 else ""
+        functions.append({"percent": percent, "dso": os.path.basename(parts[0]),
+                          "symbol": re.sub(r"^\[[.k]\]\s+", "", symbol)})
+    return {"shares": shares, "functions": [f for f in functions if f["percent"] >= 1.0]}
+
+
+def measure(quick, seed):
+    if shutil.which("perf") is None:
+        raise RuntimeError("perf is not installed (bash tools/install-deps.sh installs it)")
+    peers = fastest_peers()
+    sizes = real_programs.QUICK_SIZES if quick else real_programs.FULL_SIZES
+    digest = real_programs.sha256_of_file(str(ROOT / "benchmarks" / "real_programs" /
+                                              "inputs.py"))[:12]
+    work = os.path.join("/tmp", "pagemalloc-real-programs", f"seed{seed}-{digest}")
+    input_directory = inputs.InputDirectory(os.path.join(work, "inputs"), seed)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="profiles.") as scratch:
+        for name in PROGRAMS:
+            program = real_programs.PROGRAM_CLASSES[name](name, input_directory, sizes)
+            program.prepare(work)
+            peer = peers.get(name, "jemalloc")
+            for allocator in ("pagemalloc", peer):
+                log(f"profiles: {name} under {allocator}")
+                directory = os.path.join(scratch, f"{name}-{allocator}")
+                os.makedirs(directory)
+                results.setdefault(name, {})[allocator] = {
+                    "counters": counters(program, allocator, directory),
+                    **samples(program, allocator, directory)}
+            results[name]["peer"] = peer
+    data = {"programs": results, "quick": quick,
+            "perf": subprocess.run(["perf", "--version"], capture_output=True,
+                                   text=True).stdout.strip()}
+    write_json(RESULTS / "profiles.json", data)
+    return data
+
+
+def number(value, scale=1.0, digits=0):
+    return "n/s" if value is None else f"{value / scale:,.{digits}f}"
+
+
+def report(info, data):
+    """Writes papers/real-programs/profiles.md; returns summary lines."""
+    PAPER.mkdir(parents=True, exist_ok=True)
+    programs = data["programs"]
+    groups = ["program", "libc", "allocator", "kernel", "other libraries"]
+    count_rows, share_rows, summary = [], [], []
+    for name, by_allocator in programs.items():
+        peer = by_allocator["peer"]
+        for allocator in ("pagemalloc", peer):
+            c = by_allocator[allocator]["counters"]
+            count_rows.append([name, allocator, number(c.get("task-clock"), 1.0, 0),
+                               number(c.get("page-faults")), number(c.get("context-switches")),
+                               number(c.get("cycles"), 1e6), number(c.get("instructions"), 1e6),
+                               number(c.get("dTLB-load-misses"), 1e3)])
+            shares = by_allocator[allocator]["shares"]
+            share_rows.append([name, allocator] + [f"{shares.get(g, 0.0):.1f}" for g in groups])
+        pm, other = by_allocator["pagemalloc"], by_allocator[peer]
+        summary.append(f"  {name:7s} allocator {pm['shares'].get('allocator', 0):4.1f}% "
+                       f"(under {peer} {other['shares'].get('allocator', 0):4.1f}%), kernel "
+                       f"{pm['shares'].get('kernel', 0):4.1f}% ({other['shares'].get('kernel', 0):4.1f}%), "
+                       f"page faults {number(pm['counters'].get('page-faults'))} "
+                       f"({number(other['counters'].get('page-faults'))})")
+    lines = [
+        "# Profiles of the real programs",
+        "",
+        "Generated by `bash tools/study.sh --only profiles` (tools/study/profiles.py): each real",
+        "program (redis left out) once under pagemalloc and once under the peer that was fastest",
+        "for it in the last real-programs run, with `perf stat` and `perf record -g`. n/s: the",
+        "machine has no such counter (virtual machines often have no hardware counters).",
+        "",
+        machine_line(info),
+        "",
+        "## Counters",
+        "",
+        markdown_table(["program", "allocator", "task-clock (ms)", "page faults",
+                        "context switches", "cycles (M)", "instructions (M)",
+                        "dTLB load misses (k)"], count_rows),
+        "",
+        "## Share of samples by where they fell (%)",
+        "",
+        markdown_table(["program", "allocator"] + groups, share_rows),
+        "",
+        "## Functions above 1% of the samples",
+        "",
+    ]
+    for name, by_allocator in programs.items():
+        for allocator in ("pagemalloc", by_allocator["peer"]):
+            lines.append(f"**{name} under {allocator}**")
+            lines.append("")
+            lines.append(markdown_table(
+                ["%", "object", "function"],
+                [[f"{f['percent']:.1f}", f["dso"], f["symbol"]]
+                 for f in by_allocator[allocator]["functions"]]))
+            lines.append("")
+    (PAPER / "profiles.md").write_text("\n".join(lines) + "\n")
+    return ["Profiles (share of samples in the allocator and in the kernel, page faults; under "
+            "the fastest peer in parentheses):"] + summary
