@@ -21,8 +21,8 @@
 #include <initializer_list>
 #include <new>
 
-// The references themselves: weak, so that the linker's --as-needed leaves libstdc++ out of
-// the drop-in's needed libraries. The personality routine and the catch functions serve
+// The references themselves: weak, so that the drop-in links without libstdc++ (by the C
+// driver, allocator/CMakeLists.txt; -z defs accepts an undefined weak reference). The personality routine and the catch functions serve
 // new_nothrow's try/catch (the compiler's own reference to the personality routine is made
 // weak by the directive), get_new_handler operator new's failure path. The throw is found by
 // name (throw_bad_alloc): runtime_errors.cpp gives the library's own code a std::__throw_bad_alloc
