@@ -24,7 +24,8 @@
 // The references themselves: weak, so that the drop-in links without libstdc++ (by the C
 // driver, allocator/CMakeLists.txt; -z defs accepts an undefined weak reference). The personality routine and the catch functions serve
 // new_nothrow's try/catch (the compiler's own reference to the personality routine is made
-// weak by the directive), get_new_handler operator new's failure path. The throw is found by
+// weak by the directive), get_new_handler operator new's failure path, terminate (below)
+// the noexcept operators. The throw is found by
 // name (throw_bad_alloc): runtime_errors.cpp gives the library's own code a std::__throw_bad_alloc
 // that aborts, which must not be taken for the program's.
 extern "C" {
@@ -36,6 +37,10 @@ asm(".weak __gxx_personality_v0");
 namespace std {
 [[gnu::weak]] new_handler get_new_handler() noexcept;
 }  // namespace std
+// std::terminate(), which the noexcept operators' landing pads call when the compiler cannot
+// see that the heap's functions throw nothing (in the ThreadSanitizer build): never reached,
+// since the library is built without exceptions and throws none.
+asm(".weak _ZSt9terminatev");
 
 namespace pagemalloc {
 
