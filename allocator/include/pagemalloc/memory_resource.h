@@ -131,20 +131,19 @@ class BumpArena {
   // The arena's index, for PM_ARENA() (pm_mallocx from other threads) and pm_arena_stats_get.
   [[nodiscard]] unsigned arena() const noexcept { return arena_; }
 
-  // size bytes aligned to `alignment` (a power of two). From 1 byte to 16 KiB with up to 16
-  // bytes of alignment, while the span has room: inline; otherwise one call (a new span, an
-  // aligned block from the span, or the arena's slabs and runs for blocks over 16 KiB or
-  // alignments over a page).
+  // size bytes aligned to `alignment` (a power of two). Up to 16 bytes of alignment and
+  // while the span has room: inline; otherwise one call (a new span, or the arena's slabs
+  // and runs for blocks over 16 KiB or alignments over a page).
   [[nodiscard]] void* allocate(std::size_t size,
                                std::size_t alignment = alignof(std::max_align_t)) {
     // size - 1 wraps for a size of 0: the call serves those. Both tests fold away when the
     // size and alignment are constants, and move out of a loop that keeps them.
-    if (alignment <= kGranule && size - 1 < kMaxInlineBlock) [[likely]] {
+    if (alignment <= kGranule) [[likely]] {
+      // stride - 1 wraps for a size of 0 (and of nearly SIZE_MAX): the call serves those.
+      // One compare: the test also moves out of a loop that keeps the size.
       const std::size_t stride = (size + kGranule - 1) & ~(kGranule - 1);
       char* block = cursor_.next;
-      // A new or reset cursor's next and end are null: no block fits.
-      if (reinterpret_cast<std::uintptr_t>(block) + stride <=
-          reinterpret_cast<std::uintptr_t>(cursor_.end)) [[likely]] {
+      if (stride - 1 < std::size_t(cursor_.end - block)) [[likely]] {
         cursor_.next = block + stride;
         *length_entry(block) = static_cast<unsigned short>(stride / kGranule);
         ++cursor_.blocks;
@@ -206,7 +205,6 @@ class BumpArena {
 
  private:
   static constexpr std::size_t kGranule = 16;
-  static constexpr std::size_t kMaxInlineBlock = std::size_t{16} << 10;  // as the library's
   // As pm_bump_cursor says: the bytes a block takes, and where its length is written.
   static constexpr std::size_t stride_of(std::size_t size) {
     return size == 0 ? kGranule : (size + kGranule - 1) & ~(kGranule - 1);
