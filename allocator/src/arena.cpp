@@ -436,7 +436,8 @@ std::size_t Arena::purge_oldest(std::size_t bytes) {
 std::size_t Arena::purge_excess(std::size_t bytes) {
   if (!lock_.try_lock()) return 0;  // busy: the other neighbours are asked
   std::size_t purged = 0;
-  if (const std::size_t excess = resident_excess_pages() * kPageSize; excess != 0) {
+  const std::size_t excess = resident_excess_pages() * kPageSize;
+  if (excess != 0 && now_ms() - full_ms_ >= kIdleMs) {
     purged = runs_.purge_oldest(PageCount::covering(std::min(bytes, excess))).bytes();
     purged_pages_ += purged / kPageSize;
   }

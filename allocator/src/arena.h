@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "chunk_pal.h"
+#include "clock.h"
 #include "lock.h"
 #include "meta_pool.h"
 #include "pagemap/intrusive_list.h"
@@ -152,12 +153,14 @@ class Arena {
   // Purges the oldest free dirty pages, at least `bytes` of them if it holds as many (a huge
   // block beside the arena has just taken as many from the OS: huge.h). Returns the bytes.
   std::size_t purge_oldest(std::size_t bytes);
-  // A neighbour grew by `bytes` (ArenaNeighbours): if the lock is free and the arena keeps
-  // more freed pages resident than its allowance (a quarter of its active pages, plus
-  // kResidentSlackBytes), purges its oldest free pages, at most `bytes` and no more than
-  // the excess. Returns the bytes purged.
+  // A neighbour grew by `bytes` (ArenaNeighbours): if the lock is free, the arena has not used
+  // all its resident pages for kIdleMs (an arena that keeps using them again would fault
+  // them back in at once), and it keeps more freed pages resident than its allowance (an
+  // eighth of its active pages, plus kResidentSlackBytes), purges its oldest free pages, at
+  // most `bytes` and no more than the excess. Returns the bytes purged.
   std::size_t purge_excess(std::size_t bytes);
-  static constexpr std::size_t kResidentSlackBytes = std::size_t{2} << 20;
+  static constexpr std::uint64_t kIdleMs = 50;
+  static constexpr std::size_t kResidentSlackBytes = std::size_t{1} << 20;
   // A large block for a neighbour (ArenaNeighbours::lend): served only if the lock is free and
   // the arena keeps, beyond its allowance, as many freed pages resident as the block needs;
   // else nullptr.
@@ -196,6 +199,7 @@ class Arena {
   // pages makes them count as dirty too.)
   std::size_t growth() {
     update_resident();
+    if (active_pages_ >= resident_pages_) full_ms_ = now_ms();
     if (active_pages_ <= resident_pages_) return 0;
     unbalanced_pages_ += active_pages_ - resident_pages_;
     resident_pages_ = active_pages_;
@@ -207,7 +211,7 @@ class Arena {
   std::size_t resident_excess_pages() {
     update_resident();
     const std::size_t allowance =
-        active_pages_ + active_pages_ / 4 + kResidentSlackBytes / kPageSize;
+        active_pages_ + active_pages_ / 8 + kResidentSlackBytes / kPageSize;
     return resident_pages_ > allowance ? resident_pages_ - allowance : 0;
   }
   // Requires: lock_ held. Takes the pages purged since the last look off the estimate.
@@ -221,7 +225,7 @@ class Arena {
     if (bytes != 0 && neighbours_.purge != nullptr) [[unlikely]]
       neighbours_.purge(neighbours_.context, *this, bytes);
   }
-  static constexpr std::size_t kNeighbourPurgeBytes = std::size_t{1} << 20;
+  static constexpr std::size_t kNeighbourPurgeBytes = std::size_t{256} << 10;
   void give_back(Slab* slab, void* p, const char* call);
   void unstash_all();
   void free_large_locked(void* p, PageCount pages, const char* call);
@@ -270,6 +274,7 @@ class Arena {
   std::size_t active_pages_ = 0;
   std::size_t purged_pages_ = 0;
   std::size_t resident_pages_ = 0;    // estimated (growth())
+  std::uint64_t full_ms_ = 0;         // when the active pages last reached resident_pages_
   std::size_t purged_seen_ = 0;       // purged_pages_ when growth() last looked
   std::size_t unbalanced_pages_ = 0;  // grown since the neighbours last purged as many
   std::uint64_t last_purge_ms_ = 0;
