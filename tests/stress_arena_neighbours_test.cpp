@@ -46,7 +46,7 @@ TEST(StressArenaNeighbours, ArenasLendAndPurgeWhileTheirThreadsWork) {
         for (unsigned i = 0; i < count; ++i) {
           const std::size_t bytes = (20 + random() % 280) * 1024;
           bool zeroed = false;
-          void* p = mine.alloc_large(bytes, pagemalloc::kPageSize, zeroed);
+          void* p = mine.alloc_large(bytes, pagemalloc::kPageSize, zeroed, true);
           ASSERT_NE(p, nullptr);
           std::memset(p, int(t), 64);  // a block handed out twice would be overwritten
           large.emplace_back(p, bytes);

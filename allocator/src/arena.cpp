@@ -240,7 +240,7 @@ void Arena::release_slab(Slab* slab) {
   slab_pool_.release(slab);
 }
 
-void* Arena::alloc_large(std::size_t bytes, std::size_t align, bool& zeroed) {
+void* Arena::alloc_large(std::size_t bytes, std::size_t align, bool& zeroed, bool may_borrow) {
   std::size_t grown = 0;
   void* block = nullptr;
   const std::size_t needed = PageCount::covering(bytes).value();
@@ -249,7 +249,7 @@ void* Arena::alloc_large(std::size_t bytes, std::size_t align, bool& zeroed) {
     Locked guard(*this);
     update_resident();
     // Freed pages kept resident here: the block is cut from them (if they are not too cut up).
-    ask_neighbours = neighbours_.lend != nullptr && align <= kPageSize &&
+    ask_neighbours = may_borrow && neighbours_.lend != nullptr && align <= kPageSize &&
                      resident_pages_ < active_pages_ + needed;
     if (!ask_neighbours) {
       block = alloc_large_locked(bytes, align, zeroed);

@@ -134,7 +134,9 @@ class Arena {
 
   // A run of at least `bytes` (> kMaxSmallSize) aligned to `align`; nullptr when the OS
   // refuses memory. `zeroed` tells whether its pages are known to read zero.
-  void* alloc_large(std::size_t bytes, std::size_t align, bool& zeroed);
+  // may_borrow: a neighbour may lend the block (ArenaNeighbours), as it may when the block
+  // would make pages resident that the arena does not keep already.
+  void* alloc_large(std::size_t bytes, std::size_t align, bool& zeroed, bool may_borrow = false);
   // Frees the large block p (pages long, its page-map entry read for this free). When another
   // thread holds the lock, the block is deferred instead of waited for: pushed to an inbox of
   // large blocks (without the lock) that the holder, or the next thread to take the lock,
