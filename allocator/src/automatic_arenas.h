@@ -12,6 +12,10 @@
 // Arena 0 is part of the heap's static storage; the others are mapped on first use (their
 // stashes, most of their size, stay unwritten until a cache flushes to them). All of them
 // share one manager of huge blocks, whose cache they ask to give back before they map a chunk.
+// They are each other's neighbours (arena.h, ArenaNeighbours): one lends a large block from
+// the freed pages it keeps resident beyond its allowance to a thread of another that would
+// make new pages resident for it, and an arena that does make new pages resident has the
+// others purge as many of the freed pages they keep beyond theirs.
 #pragma once
 
 #include <algorithm>
