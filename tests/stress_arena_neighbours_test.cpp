@@ -5,6 +5,7 @@
 // and every arena's books balance at the end. Run under ThreadSanitizer too (label threads).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -32,6 +33,7 @@ TEST(StressArenaNeighbours, ArenasLendAndPurgeWhileTheirThreadsWork) {
   constexpr unsigned kThreads = 4, kWaves = 400, kLargePerWave = 24;
   auto arenas = std::make_unique<pagemalloc::AutomaticArenas>(nullptr);
   arenas->configure(kThreads);
+  std::atomic<std::size_t> lent{0};  // blocks a neighbour served
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -49,6 +51,7 @@ TEST(StressArenaNeighbours, ArenasLendAndPurgeWhileTheirThreadsWork) {
           void* p = mine.alloc_large(bytes, pagemalloc::kPageSize, zeroed, true);
           ASSERT_NE(p, nullptr);
           std::memset(p, int(t), 64);  // a block handed out twice would be overwritten
+          if (owner_of(p) != &mine) lent.fetch_add(1, std::memory_order_relaxed);
           large.emplace_back(p, bytes);
         }
         unsigned got = mine.alloc_batch(kClass, small.data(), unsigned(small.size()));
@@ -62,6 +65,7 @@ TEST(StressArenaNeighbours, ArenasLendAndPurgeWhileTheirThreadsWork) {
     });
   }
   for (auto& thread : threads) thread.join();
+  EXPECT_GT(lent.load(), 0u) << "no block was lent: the test did not exercise the lending";
   for (unsigned t = 0; t < kThreads; ++t) {
     Arena& arena = *arenas->at(t);
     EXPECT_EQ(arena.stats().allocated, 0u) << "arena " << t;
