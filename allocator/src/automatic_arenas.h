@@ -12,6 +12,10 @@
 // Arena 0 is part of the heap's static storage; the others are mapped on first use (their
 // stashes, most of their size, stay unwritten until a cache flushes to them). All of them
 // share one manager of huge blocks, whose cache they ask to give back before they map a chunk.
+// They are each other's neighbours (arena.h, ArenaNeighbours): one lends a large block from
+// the freed pages it keeps resident beyond its allowance to a thread of another that would
+// make new pages resident for it, and an arena that does make new pages resident has the
+// others purge as many of the freed pages they keep beyond theirs.
 #pragma once
 
 #include <algorithm>
@@ -29,7 +33,8 @@ class AutomaticArenas {
   static constexpr unsigned kMaxDefaultArenas = 64;
 
   // huge: the automatic arenas' huge blocks (heap.h).
-  constexpr explicit AutomaticArenas(HugeManager* huge) : huge_(huge), first_{0, huge} {}
+  constexpr explicit AutomaticArenas(HugeManager* huge)
+      : huge_(huge), first_{0, huge, neighbours()} {}
 
   // Four per CPU of the process's affinity mask, at most kMaxDefaultArenas.
   static unsigned default_count();
@@ -73,6 +78,29 @@ class AutomaticArenas {
       if (bytes != 0) bytes -= std::min(bytes, a.purge_oldest(bytes));
     });
   }
+  // Has the arenas other than `grown`, from the one after it on, purge up to `bytes` of their
+  // oldest free pages, each only beyond its allowance (Arena::purge_excess; ArenaNeighbours of
+  // every automatic arena: `grown` has just made as many resident).
+  void purge_others(const Arena& grown, std::size_t bytes) {
+    const unsigned n = count();
+    for (unsigned step = 1; step < n && bytes != 0; ++step) {
+      const unsigned i = (grown.index() + step) % n;
+      Arena* a = i == 0 ? &first_ : others_[i].load(std::memory_order_acquire);
+      if (a != nullptr) bytes -= std::min(bytes, a->purge_excess(bytes));
+    }
+  }
+  // A large block from the first arena after `asking` that lends it (Arena::lend_large), or
+  // nullptr.
+  void* lend_large(const Arena& asking, std::size_t bytes, std::size_t align, bool& zeroed) {
+    const unsigned n = count();
+    for (unsigned step = 1; step < n; ++step) {
+      const unsigned i = (asking.index() + step) % n;
+      Arena* a = i == 0 ? &first_ : others_[i].load(std::memory_order_acquire);
+      if (a == nullptr) continue;
+      if (void* block = a->lend_large(bytes, align, zeroed)) return block;
+    }
+    return nullptr;
+  }
   // Bytes of the arenas' records mapped so far (metadata, for the statistics).
   std::size_t record_bytes() const;
 
@@ -81,6 +109,17 @@ class AutomaticArenas {
   void unlock_after_fork();
 
  private:
+  constexpr ArenaNeighbours neighbours() {
+    return {[](void* arenas, const Arena& grown, std::size_t bytes) {
+              static_cast<AutomaticArenas*>(arenas)->purge_others(grown, bytes);
+            },
+            [](void* arenas, const Arena& asking, std::size_t bytes, std::size_t align,
+               bool& zeroed) {
+              return static_cast<AutomaticArenas*>(arenas)->lend_large(asking, bytes, align,
+                                                                       zeroed);
+            },
+            this};
+  }
   Arena& assign();
   Arena* map(unsigned index);
 
