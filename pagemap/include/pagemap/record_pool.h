@@ -46,7 +46,8 @@ class RecordPool {
     return true;
   }
 
-  // A record, value-initialized. Requires: in_use() < capacity() (reserve() first).
+  // A record, default-initialized (members without an initializer are left as they are: the
+  // owner sets them). Requires: in_use() < capacity() (reserve() first).
   T* take() {
     std::byte* at;
     if (free_ != nullptr) {
@@ -58,7 +59,7 @@ class RecordPool {
       cursor_ += kRecordSize;
     }
     ++in_use_;
-    return new (at) T{};
+    return new (at) T;
   }
 
   void give(T* record) {

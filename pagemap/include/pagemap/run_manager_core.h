@@ -176,7 +176,8 @@ class RunManagerCore {
     std::size_t chunks_seen = 0;
     for (ChunkInfo* c = chunks_.front(); c != nullptr; c = c->next) {
       ++chunks_seen;
-      if (c->chunk == nullptr || !is_chunk_aligned(c->chunk)) return "a chunk record holds no chunk";
+      if (c->chunk == nullptr || !is_chunk_aligned(c->chunk))
+        return "a chunk record holds no chunk";
       if (page_map(c->chunk)[0] != PageEntry::header(c))
         return "a chunk's header entry does not point at the chunk's record";
       for (auto& word : c->check_marks) word = 0;
