@@ -493,7 +493,7 @@ ArenaStats Arena::stats() {
                     runs_.dirty_pages().value(),
                     runs_.free_pages().value(),
                     purged_pages_,
-                    slab_pool_.mapped_bytes()};
+                    slab_pool_.mapped_bytes() + runs_.record_bytes()};
 }
 
 const char* Arena::check_invariants() {

@@ -56,7 +56,7 @@ struct ArenaStats {
   std::size_t dirty_pages = 0;
   std::size_t free_pages = 0;    // dirty + retained
   std::size_t purged_pages = 0;  // since start
-  std::size_t metadata = 0;      // bytes of slab descriptors' pools
+  std::size_t metadata = 0;      // bytes of slab descriptors' and run records' pools
 
   ArenaStats& operator+=(const ArenaStats& o) {
     allocated += o.allocated;
