@@ -5,8 +5,9 @@
 // docs/design.md ("The benchmarks", run-manager cost) fixes it: build a heap with n free runs of
 // varied sizes, n = 16 ... 65,536, then time alloc/free of page runs; per variant, ns/op and
 // the instrumentation counters per op. Every variant runs in this one binary over LinuxPal
-// (address space is reserved, but only the chunk headers are ever written, so the resident
-// memory stays a few tens of MiB even at 65,536 free runs, about 1,500 chunks).
+// (address space is reserved, but only the chunks' page maps and the run managers' records
+// are ever written, so the resident memory stays a few tens of MiB even at 65,536 free runs,
+// about 1,500 chunks).
 //
 // The heap (built before the timed loop, once per benchmark run):
 //

@@ -51,7 +51,7 @@
 //   peak_footprint_pages   the most pages that were in use or dirty at once: all pages of all
 //                          chunks less the free pages that were never touched or were purged
 //   final_chunks           chunks held at the end of the trace
-//   header_pages           pages of each chunk's header (page map and the variant's nodes)
+//   header_pages           pages of each chunk's header (the page map)
 //   grow_mismatches        see above
 //   same_place             the fraction of allocs that got the same place as in the recording
 //                          (the same chunk, in order of first use, and the same page counted

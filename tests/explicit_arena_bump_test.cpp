@@ -416,6 +416,43 @@ TEST(BumpArenaClass, AllocatesCreatesGrowsAndResets) {
   EXPECT_EQ(arena.create<Node>(1, nullptr)->value, 1);
 }
 
+TEST(BumpArenaClass, ZeroBytesTakeAGranuleAndSixteenKibStayOnTheBumpPath) {
+  pagemalloc::BumpArena arena;
+  void* empty = arena.allocate(0);
+  EXPECT_TRUE(is_bumped(empty));
+  EXPECT_EQ(pm_malloc_usable_size(empty), bump_usable(0));
+  void* largest = arena.allocate(16 * KiB);
+  EXPECT_TRUE(is_bumped(largest)) << "16 KiB is the largest bumped block";
+  EXPECT_EQ(pm_malloc_usable_size(largest), 16 * KiB);
+  std::memset(largest, 7, 16 * KiB);
+  EXPECT_EQ(arena.stats().blocks, 2u);
+}
+
+// The fast path keeps the cursor in registers while the caller writes each block (the
+// benchmarks' pattern: a size known only at run time, a memset per block): blocks stay apart,
+// every length reaches the size map, and the count reaches the statistics, across spans and
+// resets.
+TEST(BumpArenaClass, BlocksWrittenBetweenAllocationsStayApartAcrossSpansAndResets) {
+  pagemalloc::BumpArena arena;
+  volatile std::size_t runtime_size = 48;
+  const std::size_t size = runtime_size;
+  std::vector<void*> blocks(20000);
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      blocks[i] = arena.allocate(size);
+      std::memset(blocks[i], int(i + round), size);
+    }
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      const auto* bytes = static_cast<const unsigned char*>(blocks[i]);
+      ASSERT_EQ(bytes[0], static_cast<unsigned char>(i + round)) << "block " << i;
+      ASSERT_EQ(bytes[size - 1], static_cast<unsigned char>(i + round)) << "block " << i;
+      ASSERT_EQ(pm_malloc_usable_size(blocks[i]), bump_usable(size)) << "block " << i;
+    }
+    EXPECT_EQ(arena.stats().blocks, blocks.size()) << "round " << round;
+    arena.reset();
+  }
+}
+
 TEST(BumpArenaClass, IsHeldByValueAndMoved) {
   std::vector<pagemalloc::BumpArena> arenas;
   for (int i = 0; i < 4; ++i) arenas.emplace_back();

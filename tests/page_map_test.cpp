@@ -1,14 +1,14 @@
 // Tests of the page-level vocabulary (pages.h) and the page map's encodings (page_map.h):
 //
 //   - every PageEntry kind (Header, Free, Allocated, Large, Slab) decodes to what was encoded,
-//     over the whole range of run lengths, with and without the dirty bit, and slab entries for
+//     over the whole range of run lengths, with and without the dirty bit, Free and Header
+//     entries with 16-byte-aligned records anywhere below 2^48, and slab entries for
 //     64-byte-aligned descriptors with every size class 0..255 and page-in-slab 0..255;
 //   - PageCount::covering rounds bytes up to whole pages;
 //   - chunk_base_of / page_index_of / is_chunk_aligned / Run::at split an address into its
 //     chunk and page, and Run's base/last/end agree with them;
-//   - ChunkLayout places the page map, the chunk info and the per-page nodes inside a header
-//     of at most kMaxHeaderPages pages, for the run managers' node types and larger ones, and
-//     leaves room for a run of kMaxRunPages.
+//   - ChunkLayout's header is the page map alone, one page, and leaves room for a run of
+//     kMaxRunPages.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -18,7 +18,6 @@
 #include <ostream>
 
 #include "pagemap/page_map.h"
-#include "pagemap/pagemap_runs.h"
 #include "pagemap/pages.h"
 
 namespace pagemalloc {
@@ -55,14 +54,38 @@ TEST(PageEntry, FreeRoundTripsEveryLengthAndDirtiness) {
       ASSERT_TRUE(e.is_free());
       ASSERT_EQ(e.dirty(), dirty);
       ASSERT_EQ(e.pages(), PageCount(n));
-      ASSERT_EQ(e.size_class(), 0u);
+      ASSERT_EQ(e.record(), nullptr);
     }
   }
 }
 
+// Records at the lowest and highest 16-byte-aligned addresses below 2^48, and in between.
+TEST(PageEntry, FreeAndHeaderRoundTripTheirRecord) {
+  const std::uintptr_t addresses[] = {0x10, 0x7f12'3456'7890, 0xffff'ffff'fff0};
+  for (std::uintptr_t a : addresses) {
+    const auto* record = reinterpret_cast<const void*>(a);
+    for (std::size_t n : {std::size_t{1}, std::size_t{255}, std::size_t{256}, kPagesPerChunk}) {
+      for (bool dirty : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "record=" << record << " pages=" << n);
+        PageEntry e = PageEntry::free(PageCount(n), dirty, record);
+        ASSERT_TRUE(e.is_free());
+        ASSERT_EQ(e.dirty(), dirty);
+        ASSERT_EQ(e.pages(), PageCount(n));
+        ASSERT_EQ(e.record(), record);
+        ASSERT_NE(e, PageEntry::free(PageCount(n), dirty));
+      }
+    }
+    PageEntry h = PageEntry::header(record);
+    EXPECT_EQ(h.kind(), PageKind::Header);
+    EXPECT_EQ(h.record(), record);
+    EXPECT_EQ(h.pages().value(), 0u);
+  }
+  EXPECT_EQ(PageEntry::header().record(), nullptr);
+}
+
 TEST(PageEntry, FreeRoundTripsTheLargestEncodableLength) {
-  // The length field is 24 bits wide: more than any run inside a chunk needs.
-  constexpr std::size_t kLargest = (std::size_t{1} << 24) - 1;
+  // The length field is 10 bits wide: more than any run inside a chunk needs.
+  constexpr std::size_t kLargest = (std::size_t{1} << 10) - 1;
   PageEntry e = PageEntry::free(PageCount(kLargest), true);
   EXPECT_TRUE(e.is_free());
   EXPECT_TRUE(e.dirty());
@@ -235,73 +258,27 @@ TEST(Addresses, RunAtAndBaseLastEndAgree) {
 
 // --- ChunkLayout ----------------------------------------------------------------------------
 
-// Node shapes a run manager might use: the O(1) variant's own, and tree nodes of one and two
-// trees (three words each, as an intrusive red-black tree needs) after the dirty-run link.
-struct OneTreeNode : DirtyLink {
-  void* links[3];
-};
-struct TwoTreeNode : DirtyLink {
-  void* links[6];
-};
-struct alignas(32) OverAlignedNode : DirtyLink {
-  void* links[4];
-};
-
-template <class Node>
-void ExpectLayoutFitsItsHeader() {
-  using Layout = ChunkLayout<Node>;
-  SCOPED_TRACE(testing::Message() << "sizeof(Node)=" << sizeof(Node)
-                                  << " alignof(Node)=" << alignof(Node));
-  EXPECT_LE(Layout::kHeaderPages.value(), kMaxHeaderPages);
-  EXPECT_GE(Layout::kHeaderPages.value(), 1u);
-  EXPECT_EQ(Layout::kHeaderPages + Layout::kUsablePages, PageCount(kPagesPerChunk));
-  EXPECT_GE(Layout::kUsablePages, kMaxRunPages);
-  EXPECT_EQ(Layout::kFirstRunPage.value(), Layout::kHeaderPages.value());
-
-  // The page map, then the chunk info, then the nodes, in that order and without overlap,
-  // all before the first run page.
-  EXPECT_EQ(Layout::kInfoOffset, sizeof(PageEntry) * kPagesPerChunk);
-  EXPECT_GE(Layout::kNodesOffset, Layout::kInfoOffset + sizeof(ChunkInfo));
-  EXPECT_EQ(Layout::kNodesOffset % alignof(Node), 0u);
-  EXPECT_LE(Layout::kNodesOffset + sizeof(Node) * kPagesPerChunk, Layout::kHeaderPages.bytes());
-  // The header is the fewest pages that hold all of it.
-  EXPECT_GT(Layout::kNodesOffset + sizeof(Node) * kPagesPerChunk,
-            (Layout::kHeaderPages - PageCount(1)).bytes());
-}
-
-TEST(ChunkLayout, HeaderFitsMaxHeaderPagesForEveryNodeShape) {
-  ExpectLayoutFitsItsHeader<PagemapNode>();
-  ExpectLayoutFitsItsHeader<OneTreeNode>();
-  ExpectLayoutFitsItsHeader<TwoTreeNode>();
-  ExpectLayoutFitsItsHeader<OverAlignedNode>();
+TEST(ChunkLayout, HeaderIsThePageMapAlone) {
+  EXPECT_EQ(ChunkLayout::kHeaderPages.value(), 1u);
+  EXPECT_EQ(ChunkLayout::kHeaderPages.bytes(), sizeof(PageEntry) * kPagesPerChunk);
+  EXPECT_EQ(ChunkLayout::kUsablePages.value(), kPagesPerChunk - 1);
+  EXPECT_EQ(ChunkLayout::kFirstRunPage.value(), 1u);
+  EXPECT_GE(ChunkLayout::kUsablePages, kMaxRunPages);
 }
 
 TEST(ChunkLayout, MaxRunPagesLeavesRoomForTheLargestHeader) {
   EXPECT_EQ(kMaxRunPages.value() + kMaxHeaderPages, kPagesPerChunk);
 }
 
-TEST(ChunkLayout, NodesAndInfoAreFoundFromTheChunkAndBack) {
-  using Layout = ChunkLayout<PagemapNode>;
+TEST(ChunkLayout, PageMapIsAtTheStartOfTheChunk) {
   void* buffer = std::aligned_alloc(kChunkSize, kChunkSize);
   ASSERT_NE(buffer, nullptr);
   auto* chunk = static_cast<std::byte*>(buffer);
-
-  ChunkInfo* info = Layout::info(chunk);
-  EXPECT_EQ(reinterpret_cast<std::byte*>(info), chunk + Layout::kInfoOffset);
-  EXPECT_EQ(Layout::chunk_of(info), chunk);
-
-  for (std::size_t i = 0; i < kPagesPerChunk; ++i) {
-    PagemapNode* node = Layout::node(chunk, PageIndex(i));
-    ASSERT_EQ(Layout::index_of(node).value(), i);
-    ASSERT_EQ(chunk_base_of(node), chunk);
-    ASSERT_LE(reinterpret_cast<std::byte*>(node + 1), chunk + Layout::kHeaderPages.bytes());
-  }
-  EXPECT_EQ(Layout::nodes(chunk), Layout::node(chunk, PageIndex(0)));
-
-  // page_entry addresses the page map at the start of the chunk.
   EXPECT_EQ(reinterpret_cast<std::byte*>(&page_entry(chunk, PageIndex(0))), chunk);
   EXPECT_EQ(&page_entry(chunk, PageIndex(kPagesPerChunk - 1)),
             page_map(chunk) + (kPagesPerChunk - 1));
+  EXPECT_LE(reinterpret_cast<std::byte*>(page_map(chunk) + kPagesPerChunk),
+            chunk + ChunkLayout::kHeaderPages.bytes());
   std::free(buffer);
 }
 

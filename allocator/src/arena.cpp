@@ -16,7 +16,18 @@ void* Arena::alloc_small(unsigned size_class) {
 }
 
 unsigned Arena::alloc_batch(unsigned size_class, void** out, unsigned n) {
-  Locked guard(*this);
+  std::size_t grown = 0;
+  unsigned taken = 0;
+  {
+    Locked guard(*this);
+    taken = alloc_batch_locked(size_class, out, n);
+    grown = growth();
+  }
+  balance_growth(grown);
+  return taken;
+}
+
+unsigned Arena::alloc_batch_locked(unsigned size_class, void** out, unsigned n) {
   unsigned taken = 0;
   if (remote_taken_[size_class] != nullptr || remote_[size_class].maybe_nonempty())
     taken = take_remote(size_class, out, n);
@@ -230,10 +241,36 @@ void Arena::release_slab(Slab* slab) {
   slab_pool_.release(slab);
 }
 
-void* Arena::alloc_large(std::size_t bytes, std::size_t align, bool& zeroed) {
+void* Arena::alloc_large(std::size_t bytes, std::size_t align, bool& zeroed, bool may_borrow) {
+  std::size_t grown = 0;
+  void* block = nullptr;
+  const std::size_t needed = PageCount::covering(bytes).value();
+  bool ask_neighbours = false;
+  {
+    Locked guard(*this);
+    update_resident();
+    // Freed pages kept resident here: the block is cut from them (if they are not too cut up).
+    ask_neighbours = may_borrow && neighbours_.lend != nullptr && align <= kPageSize &&
+                     resident_pages_ < active_pages_ + needed;
+    if (!ask_neighbours) {
+      block = alloc_large_locked(bytes, align, zeroed);
+      grown = growth();
+    }
+  }
+  if (ask_neighbours) {
+    block = neighbours_.lend(neighbours_.context, *this, bytes, align, zeroed);
+    if (block != nullptr) return block;
+    Locked guard(*this);
+    block = alloc_large_locked(bytes, align, zeroed);
+    grown = growth();
+  }
+  balance_growth(grown);
+  return block;
+}
+
+void* Arena::alloc_large_locked(std::size_t bytes, std::size_t align, bool& zeroed) {
   const PageCount pages = PageCount::covering(bytes);
   const PageCount extra(align > kPageSize ? align / kPageSize - 1 : 0);
-  Locked guard(*this);
   tick();
   pal_.next_run_for(ChunkUse::LargeRuns);
   AllocatedRun r = runs_.alloc(pages + extra);
@@ -405,6 +442,29 @@ std::size_t Arena::purge_oldest(std::size_t bytes) {
   return purged.bytes();
 }
 
+std::size_t Arena::purge_excess(std::size_t bytes) {
+  if (!lock_.try_lock()) return 0;  // busy: the other neighbours are asked
+  std::size_t purged = 0;
+  const std::size_t excess = resident_excess_pages() * kPageSize;
+  if (excess != 0 && now_ms() - full_ms_ >= kIdleMs) {
+    purged = runs_.purge_oldest(PageCount::covering(std::min(bytes, excess))).bytes();
+    purged_pages_ += purged / kPageSize;
+  }
+  unlock();
+  return purged;
+}
+
+void* Arena::lend_large(std::size_t bytes, std::size_t align, bool& zeroed) {
+  if (!lock_.try_lock()) return nullptr;
+  void* block = nullptr;
+  if (resident_excess_pages() >= PageCount::covering(bytes).value()) {
+    block = alloc_large_locked(bytes, align, zeroed);
+    growth();  // from pages kept resident: no growth to balance, or too little to matter
+  }
+  unlock();
+  return block;
+}
+
 void Arena::purge_all() {
   LockGuard guard(lock_);
   free_deferred_large();
@@ -433,7 +493,7 @@ ArenaStats Arena::stats() {
                     runs_.dirty_pages().value(),
                     runs_.free_pages().value(),
                     purged_pages_,
-                    slab_pool_.mapped_bytes()};
+                    slab_pool_.mapped_bytes() + runs_.record_bytes()};
 }
 
 const char* Arena::check_invariants() {

@@ -19,8 +19,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "chunk_pal.h"
+#include "clock.h"
 #include "lock.h"
 #include "meta_pool.h"
 #include "pagemap/intrusive_list.h"
@@ -55,7 +57,7 @@ struct ArenaStats {
   std::size_t dirty_pages = 0;
   std::size_t free_pages = 0;    // dirty + retained
   std::size_t purged_pages = 0;  // since start
-  std::size_t metadata = 0;      // bytes of slab descriptors' pools
+  std::size_t metadata = 0;      // bytes of slab descriptors' and run records' pools
 
   ArenaStats& operator+=(const ArenaStats& o) {
     allocated += o.allocated;
@@ -70,6 +72,26 @@ struct ArenaStats {
   }
 };
 
+class Arena;
+
+// The arenas beside an automatic arena (automatic_arenas.h): after the arena maps chunks,
+// purge(context, arena, bytes) has the others purge as many bytes of their oldest free pages,
+// as the huge blocks' manager has them do after it maps (huge.h). Pages a thread freed in one
+// arena serve only that arena; without this, a program whose memory moves from the threads of
+// one arena to those of another (a pipeline whose producers take turns filling its queues)
+// keeps the high-water mark of every arena resident at once, for the whole decay.
+//
+// Before that, a large block the arena cannot cut from the freed pages it keeps resident is
+// asked of the neighbours (lend): one that keeps enough freed pages resident beyond its
+// allowance serves it from them, so that the memory is used again instead of purged in one
+// arena and faulted in anew in another. The block is that arena's (its chunk says so).
+struct ArenaNeighbours {
+  void (*purge)(void* context, const Arena& grown, std::size_t bytes) = nullptr;
+  void* (*lend)(void* context, const Arena& asking, std::size_t bytes, std::size_t align,
+                bool& zeroed) = nullptr;
+  void* context = nullptr;
+};
+
 class Arena {
  public:
   using Runs = SelectedRuns<ChunkPal>;
@@ -77,14 +99,15 @@ class Arena {
 
   // huge: the huge blocks' manager that gives back its cache before a chunk is mapped
   // (chunk_pal.h), or nullptr.
-  constexpr explicit Arena(unsigned index, HugeManager* huge = nullptr)
-      : index_(index), pal_(this, huge), runs_(pal_), stash_slots_{} {}
+  constexpr explicit Arena(unsigned index, HugeManager* huge = nullptr,
+                           ArenaNeighbours neighbours = {})
+      : index_(index), neighbours_(neighbours), pal_(this, huge), runs_(pal_), stash_slots_{} {}
   // For an arena placed in memory of its own: the stashes (most of the arena's size) are left
   // unwritten, so that an arena whose stashes are never used (an explicit one) never makes
   // their pages resident. A stash slot is only read after it was written.
   struct LeaveStashesUnwritten {};
-  Arena(unsigned index, HugeManager* huge, LeaveStashesUnwritten)
-      : index_(index), pal_(this, huge), runs_(pal_) {}
+  Arena(unsigned index, HugeManager* huge, ArenaNeighbours neighbours, LeaveStashesUnwritten)
+      : index_(index), neighbours_(neighbours), pal_(this, huge), runs_(pal_) {}
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
@@ -119,7 +142,9 @@ class Arena {
 
   // A run of at least `bytes` (> kMaxSmallSize) aligned to `align`; nullptr when the OS
   // refuses memory. `zeroed` tells whether its pages are known to read zero.
-  void* alloc_large(std::size_t bytes, std::size_t align, bool& zeroed);
+  // may_borrow: a neighbour may lend the block (ArenaNeighbours), as it may when the block
+  // would make pages resident that the arena does not keep already.
+  void* alloc_large(std::size_t bytes, std::size_t align, bool& zeroed, bool may_borrow = false);
   // Frees the large block p (pages long, its page-map entry read for this free). When another
   // thread holds the lock, the block is deferred instead of waited for: pushed to an inbox of
   // large blocks (without the lock) that the holder, or the next thread to take the lock,
@@ -141,6 +166,18 @@ class Arena {
   // Purges the oldest free dirty pages, at least `bytes` of them if it holds as many (a huge
   // block beside the arena has just taken as many from the OS: huge.h). Returns the bytes.
   std::size_t purge_oldest(std::size_t bytes);
+  // A neighbour grew by `bytes` (ArenaNeighbours): if the lock is free, the arena has not used
+  // all its resident pages for kIdleMs (an arena that keeps using them again would fault
+  // them back in at once), and it keeps more freed pages resident than its allowance (an
+  // eighth of its active pages, plus kResidentSlackBytes), purges its oldest free pages, at
+  // most `bytes` and no more than the excess. Returns the bytes purged.
+  std::size_t purge_excess(std::size_t bytes);
+  static constexpr std::uint64_t kIdleMs = 50;
+  static constexpr std::size_t kResidentSlackBytes = std::size_t{1} << 20;
+  // A large block for a neighbour (ArenaNeighbours::lend): served only if the lock is free and
+  // the arena keeps, beyond its allowance, as many freed pages resident as the block needs;
+  // else nullptr.
+  void* lend_large(std::size_t bytes, std::size_t align, bool& zeroed);
   ArenaStats stats();
   // The run manager's invariants: nullptr, or what is broken.
   const char* check_invariants();
@@ -164,6 +201,44 @@ class Arena {
   void** stash_of(unsigned size_class) { return stash_slots_ + kStashOffsets[size_class]; }
 
   Slab* next_slab(Bin& bin, unsigned size_class);
+  // Requires: lock_ held. alloc_batch's and alloc_large's work.
+  unsigned alloc_batch_locked(unsigned size_class, void** out, unsigned n);
+  void* alloc_large_locked(std::size_t bytes, std::size_t align, bool& zeroed);
+  // Requires: lock_ held; called after each allocation. The pages the arena has made resident
+  // are estimated as the high-water mark of its active pages, less the pages purged since.
+  // When the active pages pass it, the difference is new memory the neighbours are to purge
+  // as much of; returns the bytes they are to purge now (kNeighbourPurgeBytes or more), else 0.
+  // (The run manager's dirty count is no measure: a freed run that merges with untouched free
+  // pages makes them count as dirty too.)
+  std::size_t growth() {
+    update_resident();
+    if (active_pages_ >= resident_pages_) full_ms_ = now_ms();
+    if (active_pages_ <= resident_pages_) return 0;
+    unbalanced_pages_ += active_pages_ - resident_pages_;
+    resident_pages_ = active_pages_;
+    if (unbalanced_pages_ * kPageSize < kNeighbourPurgeBytes) return 0;
+    return std::exchange(unbalanced_pages_, 0) * kPageSize;
+  }
+  // Requires: lock_ held. Freed pages the arena keeps resident beyond its allowance (by the
+  // estimate of growth()).
+  std::size_t resident_excess_pages() {
+    update_resident();
+    const std::size_t allowance =
+        active_pages_ + active_pages_ / 8 + kResidentSlackBytes / kPageSize;
+    return resident_pages_ > allowance ? resident_pages_ - allowance : 0;
+  }
+  // Requires: lock_ held. Takes the pages purged since the last look off the estimate.
+  void update_resident() {
+    const std::size_t purged = purged_pages_ - purged_seen_;
+    purged_seen_ = purged_pages_;
+    resident_pages_ = resident_pages_ > purged ? resident_pages_ - purged : 0;
+  }
+  // Requires: lock_ not held. Has the neighbours purge `bytes` (growth_since's result).
+  void balance_growth(std::size_t bytes) {
+    if (bytes != 0 && neighbours_.purge != nullptr) [[unlikely]]
+      neighbours_.purge(neighbours_.context, *this, bytes);
+  }
+  static constexpr std::size_t kNeighbourPurgeBytes = std::size_t{256} << 10;
   void give_back(Slab* slab, void* p, const char* call);
   void unstash_all();
   void free_large_locked(void* p, PageCount pages, const char* call);
@@ -201,6 +276,7 @@ class Arena {
   void mark_slab_pages_free(const Slab* slab);
 
   const unsigned index_;
+  const ArenaNeighbours neighbours_;
   std::atomic<unsigned> threads_{0};
   Lock lock_;
   ChunkPal pal_;
@@ -211,6 +287,10 @@ class Arena {
   std::size_t blocks_ = 0;
   std::size_t active_pages_ = 0;
   std::size_t purged_pages_ = 0;
+  std::size_t resident_pages_ = 0;    // estimated (growth())
+  std::uint64_t full_ms_ = 0;         // when the active pages last reached resident_pages_
+  std::size_t purged_seen_ = 0;       // purged_pages_ when growth() last looked
+  std::size_t unbalanced_pages_ = 0;  // grown since the neighbours last purged as many
   std::uint64_t last_purge_ms_ = 0;
   RemoteFrees remote_[kNumClasses];       // per class: regions freed by other arenas' threads
   void* remote_taken_[kNumClasses] = {};  // per class: the rest of a chain taken from remote_

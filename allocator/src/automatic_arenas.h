@@ -15,6 +15,10 @@
 // storage is all zero and count() is 0); the others are mapped on first use. The stashes, most
 // of an arena's size, stay unwritten until a cache flushes to them. All of them
 // share one manager of huge blocks, whose cache they ask to give back before they map a chunk.
+// They are each other's neighbours (arena.h, ArenaNeighbours): one lends a large block from
+// the freed pages it keeps resident beyond its allowance to a thread of another that would
+// make new pages resident for it, and an arena that does make new pages resident has the
+// others purge as many of the freed pages they keep beyond theirs.
 #pragma once
 
 #include <algorithm>
@@ -38,7 +42,7 @@ class AutomaticArenas {
   // (heap.h). Requires: called once, before any other member.
   void start(HugeManager* huge) {
     huge_ = huge;
-    first_.construct(0, huge, Arena::LeaveStashesUnwritten{});
+    first_.construct(0, huge, neighbours(), Arena::LeaveStashesUnwritten{});
     count_.store(1, std::memory_order_release);
   }
 
@@ -85,6 +89,29 @@ class AutomaticArenas {
       if (bytes != 0) bytes -= std::min(bytes, a.purge_oldest(bytes));
     });
   }
+  // Has the arenas other than `grown`, from the one after it on, purge up to `bytes` of their
+  // oldest free pages, each only beyond its allowance (Arena::purge_excess; ArenaNeighbours of
+  // every automatic arena: `grown` has just made as many resident).
+  void purge_others(const Arena& grown, std::size_t bytes) {
+    const unsigned n = count();
+    for (unsigned step = 1; step < n && bytes != 0; ++step) {
+      const unsigned i = (grown.index() + step) % n;
+      Arena* a = i == 0 ? &first_.value : others_[i].load(std::memory_order_acquire);
+      if (a != nullptr) bytes -= std::min(bytes, a->purge_excess(bytes));
+    }
+  }
+  // A large block from the first arena after `asking` that lends it (Arena::lend_large), or
+  // nullptr.
+  void* lend_large(const Arena& asking, std::size_t bytes, std::size_t align, bool& zeroed) {
+    const unsigned n = count();
+    for (unsigned step = 1; step < n; ++step) {
+      const unsigned i = (asking.index() + step) % n;
+      Arena* a = i == 0 ? &first_.value : others_[i].load(std::memory_order_acquire);
+      if (a == nullptr) continue;
+      if (void* block = a->lend_large(bytes, align, zeroed)) return block;
+    }
+    return nullptr;
+  }
   // fork(), in the child: only the forking thread lives on. (A thread's exit counts down
   // its arena's threads when its cache is torn down, thread_cache.cpp; a thread that never
   // made a cache stays counted: its arena only looks busier.)
@@ -98,6 +125,17 @@ class AutomaticArenas {
   void unlock_after_fork();
 
  private:
+  constexpr ArenaNeighbours neighbours() {
+    return {[](void* arenas, const Arena& grown, std::size_t bytes) {
+              static_cast<AutomaticArenas*>(arenas)->purge_others(grown, bytes);
+            },
+            [](void* arenas, const Arena& asking, std::size_t bytes, std::size_t align,
+               bool& zeroed) {
+              return static_cast<AutomaticArenas*>(arenas)->lend_large(asking, bytes, align,
+                                                                       zeroed);
+            },
+            this};
+  }
   Arena& assign();
   Arena* map(unsigned index);
   Arena* map_locked(unsigned index);  // requires: lock_ held

@@ -35,7 +35,7 @@ namespace pagemalloc {
 struct ExplicitArena {
   explicit ExplicitArena(unsigned index)
       : huge(index, {&purge_blocks, &blocks}),
-        blocks(index, &huge, Arena::LeaveStashesUnwritten{}),
+        blocks(index, &huge, {}, Arena::LeaveStashesUnwritten{}),
         bump(index) {}
 
   HugeManager huge;               // huge blocks

@@ -102,7 +102,11 @@ void* Heap::allocate_from(const Source& source, std::size_t size, std::size_t al
       p = source.through_cache ? allocate_small(where.size_class)
                                : source.blocks->alloc_small(where.size_class);
       break;
-    case BlockKind::Large: p = source.blocks->alloc_large(size, align, zeroed); break;
+    case BlockKind::Large:
+      // A block from the thread's own arena may come from a neighbour's freed pages; one from
+      // an arena the caller named must come from that arena.
+      p = source.blocks->alloc_large(size, align, zeroed, source.through_cache);
+      break;
     case BlockKind::Huge: p = source.huge->alloc(size, align, zeroed); break;
     case BlockKind::Invalid: break;
   }
@@ -118,12 +122,14 @@ void* Heap::allocate_small(unsigned size_class) {
   return mine.alloc_small(size_class);
 }
 
-void Heap::deallocate_small(Arena& owner, Slab* slab, void* p, const char* call) {
-  const unsigned size_class = slab->size_class;
-  const SizeClass& sc = kSizeClasses[size_class];
-  const std::size_t offset = std::size_t(static_cast<std::byte*>(p) - slab->base);
-  if (std::size_t(region_index(sc, offset)) * sc.size != offset) [[unlikely]]
+// The slab's descriptor is not read unless the free goes to the arena or may be a double
+// free: the page's entry gives the class and the offset. A thread freeing another thread's
+// regions would otherwise read a line the owner writes on every refill.
+void Heap::deallocate_small(Arena& owner, PageEntry e, void* p, const char* call) {
+  const unsigned size_class = e.size_class();
+  if (!starts_region(p, e, kSizeClasses[size_class])) [[unlikely]]
     report_misuse(call, p, "not the start of a block");
+  auto* slab = static_cast<Slab*>(e.slab_descriptor());
   // An explicit arena's regions never enter a cache: its reset must find them all.
   ThreadCache* cache = ThreadCache::get(automatic_.for_thread());
   if (cache == nullptr || owner.index() >= automatic_.count() ||
@@ -192,7 +198,7 @@ void Heap::deallocate_slow(void* p, const char* call) {
   Arena& owner = *AddressMap::owner_of<Arena>(entry);
   PageEntry e = page_entry(chunk, page_index_of(p));
   if (e.kind() == PageKind::Slab) [[likely]]
-    return deallocate_small(owner, static_cast<Slab*>(e.slab_descriptor()), p, call);
+    return deallocate_small(owner, e, p, call);
   if (e.kind() == PageKind::Large && is_aligned(p, kPageSize))
     return owner.free_large(p, e.pages(), call);
   report_misuse(call, p, e.kind() == PageKind::Free ? "double free" : "not the start of a block");

@@ -132,7 +132,7 @@ class Heap {
                                      bool zero, const char* call);
   void deallocate_slow(void* p, const char* call);
   void deallocate_sized_checked(void* p, std::size_t size, std::size_t align, const char* call);
-  void deallocate_small(Arena& owner, Slab* slab, void* p, const char* call);
+  void deallocate_small(Arena& owner, PageEntry e, void* p, const char* call);
   std::size_t usable_size_slow(const void* p, const char* call);
   // HugeManager::Neighbours of huge(): context is the heap.
   static void purge_automatic_arenas(void* heap, std::size_t bytes) {

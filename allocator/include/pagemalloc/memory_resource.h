@@ -136,8 +136,11 @@ class BumpArena {
   // and runs for blocks over 16 KiB or alignments over a page).
   [[nodiscard]] void* allocate(std::size_t size,
                                std::size_t alignment = alignof(std::max_align_t)) {
+    // size - 1 wraps for a size of 0: the call serves those. Both tests fold away when the
+    // size and alignment are constants, and move out of a loop that keeps them.
     if (alignment <= kGranule) [[likely]] {
       // stride - 1 wraps for a size of 0 (and of nearly SIZE_MAX): the call serves those.
+      // One compare: the test also moves out of a loop that keeps the size.
       const std::size_t stride = (size + kGranule - 1) & ~(kGranule - 1);
       char* block = cursor_.next;
       if (stride - 1 < std::size_t(cursor_.end - block)) [[likely]] {
@@ -192,7 +195,9 @@ class BumpArena {
   }
 
   [[nodiscard]] pm_arena_stats stats() noexcept {
-    pm_arena_bump_flush(&cursor_);
+    pm_bump_cursor cursor = cursor_;
+    pm_arena_bump_flush(&cursor);
+    cursor_ = cursor;
     pm_arena_stats out{};
     pm_arena_stats_get(arena_, &out);
     return out;
@@ -209,8 +214,14 @@ class BumpArena {
                                              cursor_.size_map);
   }
 
-  [[gnu::noinline]] void* refill(std::size_t size, std::size_t alignment) {
-    void* p = pm_arena_bump(&cursor_, size, PM_ALIGN(alignment));
+  // The library's calls get a copy of the cursor, never the object's address: an object whose
+  // address no call has seen keeps its cursor in registers across the caller's own calls (a
+  // memset of the block, say), where the compiler would otherwise store and reload it around
+  // each, as the block it writes might be the cursor.
+  void* refill(std::size_t size, std::size_t alignment) {
+    pm_bump_cursor cursor = cursor_;
+    void* p = pm_arena_bump(&cursor, size, PM_ALIGN(alignment));
+    cursor_ = cursor;
     if (p == nullptr) detail::allocation_failed();
     return p;
   }

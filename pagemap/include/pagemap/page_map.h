@@ -1,18 +1,26 @@
-// The linear page map: one 64-bit entry per page of a chunk, at the start of the chunk.
+// The linear page map: one 64-bit entry per page of a chunk, at the start of the chunk. It is
+// the chunk's whole header: one page (ChunkLayout), the only metadata page a chunk has.
 //
 // Pointer -> metadata is a mask (the chunk) and an index (the page): O(1) in every run
 // manager. Entries are accurate only where they must be (boundary tags, as jemalloc 2008's
 // arena_chunk_map_t and mimalloc's first and last slice):
 //
-//   free run        first and last page: Free, its length, whether its pages may be dirty
+//   free run        first and last page: Free, its length, whether its pages may be dirty,
+//                   and the run manager's record of the run (kept outside the chunk)
 //   allocated run   first and last page: not Free (Allocated, Large or Slab)
 //   large block     first page: Large and its length
 //   slab            every page: Slab, the slab's descriptor, size class and the page's
 //                   distance from the slab's start (so a free needs no descriptor)
-//   header          every header page: Header
+//   header          the page map's own page: Header, and the run manager's record of the chunk
 //
 // Interior pages of free runs and large blocks hold stale values. Coalescing reads only the
 // entries just before and just after a run, which are always ends of runs.
+//
+// An entry's bits:
+//
+//   0-2 kind | 3 dirty (Free) | 4-47 record (Free, Header; 16-byte aligned, below 2^48)
+//            | 6-47 descriptor (Slab; 64-byte aligned) | 48-57 pages (Free, Allocated, Large)
+//            | 48-55 page in slab, 56-63 size class (Slab)
 #pragma once
 
 #include <cstddef>
@@ -28,10 +36,19 @@ class PageEntry {
  public:
   constexpr PageEntry() = default;
 
+  // Requires: pages < 1024; a record is aligned to 16 bytes and below 2^48. Without a record
+  // (nullptr), a Free entry only marks pages as not allocated (a later free of them is a
+  // double free) until the run manager writes the run's tags.
   static constexpr PageEntry header() { return PageEntry(std::uint64_t(PageKind::Header)); }
+  static PageEntry header(const void* record) {
+    return PageEntry(std::uint64_t(PageKind::Header) | reinterpret_cast<std::uintptr_t>(record));
+  }
   static constexpr PageEntry free(PageCount pages, bool dirty) {
     return PageEntry(std::uint64_t(PageKind::Free) | (dirty ? kDirtyBit : 0) |
                      (std::uint64_t(pages.value()) << kPagesShift));
+  }
+  static PageEntry free(PageCount pages, bool dirty, const void* record) {
+    return PageEntry(free(pages, dirty).bits_ | reinterpret_cast<std::uintptr_t>(record));
   }
   static constexpr PageEntry allocated(PageCount pages) {
     return PageEntry(std::uint64_t(PageKind::Allocated) |
@@ -56,6 +73,8 @@ class PageEntry {
   [[nodiscard]] constexpr PageCount pages() const {
     return PageCount((bits_ >> kPagesShift) & kPagesMask);
   }
+  // Free and Header entries: the run manager's record of the run or the chunk (nullptr: none).
+  [[nodiscard]] void* record() const { return reinterpret_cast<void*>(bits_ & kRecordMask); }
   // Slab entries: the slab's descriptor and size class.
   [[nodiscard]] void* slab_descriptor() const {
     return reinterpret_cast<void*>(bits_ & kDescriptorMask);
@@ -73,8 +92,9 @@ class PageEntry {
 
   static constexpr std::uint64_t kKindMask = 0x7;
   static constexpr std::uint64_t kDirtyBit = 0x8;
-  static constexpr unsigned kPagesShift = 8;
-  static constexpr std::uint64_t kPagesMask = 0xffffff;
+  static constexpr unsigned kPagesShift = 48;
+  static constexpr std::uint64_t kPagesMask = 0x3ff;
+  static constexpr std::uint64_t kRecordMask = 0x0000fffffffffff0;
   static constexpr unsigned kSlabPageShift = 48;
   static constexpr unsigned kClassShift = 56;
   static constexpr std::uint64_t kDescriptorMask = 0x0000ffffffffffc0;
@@ -83,41 +103,24 @@ class PageEntry {
 };
 static_assert(sizeof(PageEntry) == 8);
 
-// Chunk bookkeeping shared by every run manager, stored after the page map.
-struct ChunkInfo {
-  ChunkInfo* prev = nullptr;  // the owning run manager's list of chunks
-  ChunkInfo* next = nullptr;
-  std::uint64_t check_marks[kPagesPerChunk / 64] = {};  // scratch for check_invariants()
-};
-
-// Where things are in a chunk's header. `Node` is a run manager's per-page record for the
-// first page of a free run (free-list links or tree nodes); every variant has one per page.
+// Where things are in a chunk: the page map fills the first page, runs the rest. Everything
+// else the run manager keeps about a chunk or a free run lives in records outside the chunk
+// (record_pool.h), found through the page map's Header and Free entries, so that a chunk whose
+// runs are touched sparsely has no other metadata page resident.
 //
-//   [ PageEntry x 512 | ChunkInfo | Node x 512 | pad to a page ] [ runs ... ]
+//   [ PageEntry x 512 ] [ runs ... ]
+//
+// kMaxRunPages, the longest run the allocator asks for, leaves room for a header of up to
+// kMaxHeaderPages pages (the size at which blocks stop being large runs and become huge).
 inline constexpr std::size_t kMaxHeaderPages = 16;
 inline constexpr PageCount kMaxRunPages = PageCount(kPagesPerChunk - kMaxHeaderPages);
 
-template <class Node>
 struct ChunkLayout {
-  static constexpr std::size_t kInfoOffset = sizeof(PageEntry) * kPagesPerChunk;
-  static constexpr std::size_t kNodesOffset =
-      (kInfoOffset + sizeof(ChunkInfo) + alignof(Node) - 1) / alignof(Node) * alignof(Node);
-  static constexpr PageCount kHeaderPages =
-      PageCount::covering(kNodesOffset + sizeof(Node) * kPagesPerChunk);
+  static constexpr PageCount kHeaderPages = PageCount::covering(sizeof(PageEntry) * kPagesPerChunk);
   static constexpr PageCount kUsablePages = PageCount(kPagesPerChunk) - kHeaderPages;
   static constexpr PageIndex kFirstRunPage = PageIndex(kHeaderPages.value());
-  static_assert(kHeaderPages.value() <= kMaxHeaderPages, "a chunk header must fit 16 pages");
-
-  static ChunkInfo* info(std::byte* chunk) {
-    return reinterpret_cast<ChunkInfo*>(chunk + kInfoOffset);
-  }
-  static std::byte* chunk_of(const ChunkInfo* info) { return chunk_base_of(info); }
-  static Node* nodes(std::byte* chunk) { return reinterpret_cast<Node*>(chunk + kNodesOffset); }
-  static Node* node(std::byte* chunk, PageIndex i) { return nodes(chunk) + i.value(); }
-  static PageIndex index_of(const Node* node) {
-    auto* chunk = chunk_base_of(node);
-    return PageIndex(std::size_t(node - reinterpret_cast<const Node*>(chunk + kNodesOffset)));
-  }
+  static_assert(kHeaderPages.value() == 1, "the page map is the chunk's one header page");
+  static_assert(kUsablePages >= kMaxRunPages);
 };
 
 // The page map of a chunk: readable by anyone holding a pointer into the chunk.

@@ -8,6 +8,7 @@
 // fit as well (as TLSF and mimalloc's spans do).
 //
 // Within a list, the most recently freed run is served first: its pages are the warmest.
+// The lists run through the free runs' records (run_manager_core.h), outside the chunks.
 #pragma once
 
 #include <bit>
@@ -18,7 +19,7 @@
 
 namespace pagemalloc {
 
-struct PagemapNode : DirtyLink {
+struct PagemapNode : RunRecord {
   PagemapNode* prev;  // the free list of runs of this run's length
   PagemapNode* next;
 };

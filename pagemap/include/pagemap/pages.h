@@ -1,7 +1,7 @@
 // Pages and chunks: the units every layer of pagemalloc counts in.
 //
 // A *page* is 4 KiB. A *chunk* is a 2 MiB region aligned to its size, obtained from the OS;
-// its first pages hold the chunk's header (the page map), the rest are handed out as *runs*,
+// its first page holds the chunk's header (the page map), the rest are handed out as *runs*,
 // contiguous spans of pages. Page counts and page indices are strong types (as tcmalloc's
 // `Length` and `PageId`), so that bytes, pages and indices are never mixed by accident.
 #pragma once

@@ -1,6 +1,8 @@
-// What every run manager shares: chunks, boundary tags, the dirty-run list and the decay.
+// What every run manager shares: chunks, boundary tags, free-run records, the dirty-run list
+// and the decay.
 //
-// A variant (CRTP `Derived`) supplies only its free-run index:
+// A variant (CRTP `Derived`) supplies only its free-run index, over records of its type `Node`
+// (a RunRecord):
 //
 //   Node* find_fit(PageCount n)                  the best-fitting free run of >= n pages
 //   void index_insert(Node*, PageCount pages)    / index_remove(Node*, PageCount pages)
@@ -13,6 +15,16 @@
 // that may hold dirty pages on a list ordered by the time they were freed, and purges from
 // its old end: a run free for longer than the decay has its pages returned to the OS, and a
 // chunk that is wholly free and purged is released. Freed runs are always taken as dirty.
+//
+// Records live outside the chunks, in pools (record_pool.h): one per free run (its index
+// links, its place on the dirty list, the run's address), found from the run's first and last
+// page map entries, and one per chunk (the chunk list, scratch for the checks), found from the
+// chunk's Header entry. So a chunk's only metadata page is its page map. A split or a merge
+// hands the record on to the run that remains; a free run's record is taken from the pool only
+// when a freed run has no free neighbour. Within a chunk free and allocated runs alternate, so
+// there are never more free runs than allocated runs plus chunks: alloc reserves that many
+// records before it changes anything (and fails cleanly when the pool cannot grow), and free,
+// shrink_in_place and trim_head always find the record they need.
 #pragma once
 
 #include <cstddef>
@@ -25,33 +37,52 @@
 #include "pagemap/page_map.h"
 #include "pagemap/pages.h"
 #include "pagemap/pal.h"
+#include "pagemap/record_pool.h"
 #include "pagemap/run_manager.h"
 
 namespace pagemalloc {
 
-// Every variant's per-page node starts with this: membership of the dirty-run list.
+// Membership of the dirty-run list.
 struct DirtyLink {
   DirtyLink* dirty_prev;
   DirtyLink* dirty_next;
   std::uint64_t freed_at_ms;  // when the run's pages became dirty
 };
 
-// A free run as found by a variant: its first page, length and dirtiness. pages == 0: none.
+// Every variant's record of a free run starts with this.
+struct RunRecord : DirtyLink {
+  std::byte* run;  // the run's first byte: its chunk (a mask) and first page
+};
+
+// The run manager's record of a chunk.
+struct ChunkInfo {
+  ChunkInfo* prev = nullptr;  // the run manager's list of chunks
+  ChunkInfo* next = nullptr;
+  std::byte* chunk = nullptr;
+  std::uint64_t check_marks[kPagesPerChunk / 64] = {};  // scratch for check_invariants()
+};
+
+// A free run as found by a variant: its first page, length, dirtiness and record.
+// pages == 0: none.
 struct FreeSpan {
   std::byte* chunk = nullptr;
   PageIndex first;
   PageCount pages;
   bool dirty = false;
+  RunRecord* record = nullptr;
   explicit operator bool() const { return pages.value() != 0; }
   [[nodiscard]] PageIndex end_index() const { return first + pages; }
+  [[nodiscard]] std::byte* base() const { return chunk + (first.value() << kLgPageSize); }
 };
 
 template <class Derived, class NodeT, Pal P>
 class RunManagerCore {
  public:
   using Node = NodeT;
-  using Layout = ChunkLayout<Node>;
-  static_assert(std::is_base_of_v<DirtyLink, Node>);
+  using Layout = ChunkLayout;
+  using RunRecords = RecordPool<Node>;
+  using ChunkRecords = RecordPool<ChunkInfo>;
+  static_assert(std::is_base_of_v<RunRecord, Node>);
 
   constexpr explicit RunManagerCore(P& pal) : pal_(pal) {}
   ~RunManagerCore() { release_all(); }
@@ -68,38 +99,23 @@ class RunManagerCore {
     }
     FreeSpan span = span_at(node);
     Run run{span.chunk, span.first, n};
-    if (!span.dirty && !pal_.commit(run.base(), n.bytes())) {
-      // The chunk taken for this call goes back with the failure: purge() releases only
-      // chunks that were used (dirty), so an unused one would stay until an alloc reused it.
+    // The record a free of this run may need is reserved now, before anything changes. The
+    // chunk taken for this call goes back with a failure: purge() releases only chunks that
+    // were used (dirty), so an unused one would stay until an alloc reused it.
+    if (!records_.reserve(allocated_runs_ + 1 + chunk_count_) ||
+        (!span.dirty && !pal_.commit(run.base(), n.bytes()))) {
       if (new_chunk) release_chunk(span);
       return {Run{}, false};
     }
     carve(span, n);
     write_allocated_tags(span.chunk, span.first, n);
+    ++allocated_runs_;
     return {run, !span.dirty};
   }
 
   void free(Run run) {
-    counters_.operation();
-    PageIndex first = run.first;
-    PageCount pages = run.pages;
-    PageCount newly_dirty = run.pages;
-    if (FreeSpan left = self().left_neighbour(run.chunk, first)) {
-      detach(left);
-      first = left.first;
-      pages = pages + left.pages;
-      if (!left.dirty) newly_dirty = newly_dirty + left.pages;
-      counters_.coalesce();
-    }
-    if (FreeSpan right = self().right_neighbour(run.chunk, first + pages)) {
-      detach(right);
-      pages = pages + right.pages;
-      if (!right.dirty) newly_dirty = newly_dirty + right.pages;
-      counters_.coalesce();
-    }
-    free_pages_ = free_pages_ + run.pages;
-    dirty_pages_ = dirty_pages_ + newly_dirty;
-    attach(FreeSpan{run.chunk, first, pages, true}, now_ms_);
+    --allocated_runs_;
+    free_pages_of(run);
   }
 
   bool grow_in_place(Run run, PageCount n) {
@@ -119,7 +135,7 @@ class RunManagerCore {
   void shrink_in_place(Run run, PageCount n) {
     if (n >= run.pages) return;
     write_allocated_tags(run.chunk, run.first, n);
-    free(Run{run.chunk, run.first + n, run.pages - n});
+    free_pages_of(Run{run.chunk, run.first + n, run.pages - n});
   }
 
   // Frees the first n pages of an allocated run; the rest stays allocated.
@@ -127,7 +143,7 @@ class RunManagerCore {
     if (n.value() == 0 || n >= run.pages) return;
     write_allocated_tags(run.chunk, run.first + n, run.pages - n);
     write_allocated_tags(run.chunk, run.first, n);
-    free(Run{run.chunk, run.first, n});
+    free_pages_of(Run{run.chunk, run.first, n});
   }
 
   void advance_clock(std::uint64_t now_ms) { now_ms_ = now_ms; }
@@ -149,28 +165,42 @@ class RunManagerCore {
   [[nodiscard]] std::size_t chunks() const { return chunk_count_; }
   [[nodiscard]] const RunCounterValues& counters() const { return counters_.values(); }
   constexpr RunCounters& counters_mut() { return counters_; }
+  // The record pools (tests make their growth fail; statistics read their size).
+  constexpr RunRecords& run_records() { return records_; }
+  constexpr ChunkRecords& chunk_records() { return chunk_records_; }
+  [[nodiscard]] std::size_t record_bytes() const {
+    return records_.mapped_bytes() + chunk_records_.mapped_bytes();
+  }
 
   [[nodiscard]] const char* check_invariants() const {
     std::size_t chunks_seen = 0;
     for (ChunkInfo* c = chunks_.front(); c != nullptr; c = c->next) {
       ++chunks_seen;
-      std::byte* chunk = Layout::chunk_of(c);
-      for (std::size_t i = 0; i < Layout::kHeaderPages.value(); ++i)
-        if (page_map(chunk)[i] != PageEntry::header()) return "a header page is not tagged Header";
+      if (c->chunk == nullptr || !is_chunk_aligned(c->chunk))
+        return "a chunk record holds no chunk";
+      if (page_map(c->chunk)[0] != PageEntry::header(c))
+        return "a chunk's header entry does not point at the chunk's record";
       for (auto& word : c->check_marks) word = 0;
     }
     if (chunks_seen != chunk_count_) return "the chunk list disagrees with the chunk count";
+    if (chunk_records_.in_use() != chunk_count_)
+      return "the chunk records in use disagree with the chunk count";
 
     const char* problem = nullptr;
-    std::size_t free_total = 0, dirty_runs = 0;
+    std::size_t free_total = 0, dirty_runs = 0, free_runs = 0;
     self().for_each_free([&](FreeSpan s) {
       if (problem != nullptr) return;
       problem = check_free_run(s);
       free_total += s.pages.value();
       dirty_runs += s.dirty ? 1 : 0;
+      ++free_runs;
     });
     if (problem != nullptr) return problem;
     if (free_total != free_pages_.value()) return "free page count disagrees with the free runs";
+    if (free_runs != records_.in_use())
+      return "the free-run records in use disagree with the free runs (a record leaked)";
+    if (records_.capacity() < allocated_runs_ + chunk_count_)
+      return "fewer free-run records reserved than allocated runs plus chunks";
 
     std::size_t dirty_total = 0, dirty_listed = 0;
     std::uint64_t last_time = 0;
@@ -187,22 +217,25 @@ class RunManagerCore {
     return self().check_index();
   }
 
-  // Returns every chunk to the OS (the run manager is being torn down).
+  // Returns every chunk and record to the OS (the run manager is being torn down).
   void release_all() {
     while (ChunkInfo* c = chunks_.front()) {
       chunks_.remove(c);
-      pal_.release(Layout::chunk_of(c), kChunkSize);
+      pal_.release(c->chunk, kChunkSize);
     }
     chunk_count_ = 0;
+    allocated_runs_ = 0;
+    records_.release_all();
+    chunk_records_.release_all();
   }
 
  protected:
-  // The free run whose first page holds `node`.
+  // The free run `node` records.
   FreeSpan span_at(const Node* node) const {
-    std::byte* chunk = chunk_base_of(node);
-    PageIndex first = Layout::index_of(node);
+    std::byte* chunk = chunk_base_of(node->run);
+    PageIndex first = page_index_of(node->run);
     PageEntry e = read_entry(chunk, first);
-    return FreeSpan{chunk, first, e.pages(), e.dirty()};
+    return FreeSpan{chunk, first, e.pages(), e.dirty(), const_cast<Node*>(node)};
   }
 
   PageEntry read_entry(std::byte* chunk, PageIndex i) const {
@@ -210,26 +243,62 @@ class RunManagerCore {
     return page_entry(chunk, i);
   }
 
-  static Node* node_at(std::byte* chunk, PageIndex i) { return Layout::node(chunk, i); }
-
   // The neighbours of a run found through the boundary tags, O(1): the free run whose last
   // page is first-1, and the free run whose first page is `end` (for variants that coalesce
-  // through the page map).
+  // through the page map). Both ends of a free run hold its record.
   FreeSpan free_run_ending_before(std::byte* chunk, PageIndex first) const {
-    PageEntry before = read_entry(chunk, first - PageCount(1));  // a header page at the start
+    PageEntry before = read_entry(chunk, first - PageCount(1));  // the header at the start
     if (!before.is_free()) return {};
-    return FreeSpan{chunk, first - before.pages(), before.pages(), before.dirty()};
+    return FreeSpan{chunk, first - before.pages(), before.pages(), before.dirty(),
+                    static_cast<RunRecord*>(before.record())};
   }
   FreeSpan free_run_starting_at(std::byte* chunk, PageIndex end) const {
     if (end >= PageIndex(kPagesPerChunk)) return {};
     PageEntry after = read_entry(chunk, end);
     if (!after.is_free()) return {};
-    return FreeSpan{chunk, end, after.pages(), after.dirty()};
+    return FreeSpan{chunk, end, after.pages(), after.dirty(),
+                    static_cast<RunRecord*>(after.record())};
   }
+
+  static Node* node_of(const FreeSpan& span) { return static_cast<Node*>(span.record); }
 
  private:
   Derived& self() { return static_cast<Derived&>(*this); }
   const Derived& self() const { return static_cast<const Derived&>(*this); }
+
+  static ChunkInfo* chunk_info(std::byte* chunk) {
+    return static_cast<ChunkInfo*>(page_entry(chunk, PageIndex(0)).record());
+  }
+
+  // Gives a run back, coalescing it with its free neighbours. The merged run keeps a
+  // neighbour's record; only a run with no free neighbour takes one from the reserve.
+  void free_pages_of(Run run) {
+    counters_.operation();
+    PageIndex first = run.first;
+    PageCount pages = run.pages;
+    PageCount newly_dirty = run.pages;
+    RunRecord* record = nullptr;
+    if (FreeSpan left = self().left_neighbour(run.chunk, first)) {
+      detach(left);
+      first = left.first;
+      pages = pages + left.pages;
+      if (!left.dirty) newly_dirty = newly_dirty + left.pages;
+      record = left.record;
+      counters_.coalesce();
+    }
+    if (FreeSpan right = self().right_neighbour(run.chunk, first + pages)) {
+      detach(right);
+      pages = pages + right.pages;
+      if (!right.dirty) newly_dirty = newly_dirty + right.pages;
+      if (record == nullptr) record = right.record;
+      else records_.give(node_of(right));
+      counters_.coalesce();
+    }
+    if (record == nullptr) record = records_.take();
+    free_pages_ = free_pages_ + run.pages;
+    dirty_pages_ = dirty_pages_ + newly_dirty;
+    attach(FreeSpan{run.chunk, first, pages, true, record}, now_ms_);
+  }
 
   // Purges dirty runs from the oldest while go_on(run, pages purged so far) says so. A chunk
   // left wholly free goes back to the OS; any other run is decommitted and becomes clean.
@@ -247,15 +316,17 @@ class RunManagerCore {
         release_chunk(span);
         continue;
       }
-      pal_.decommit(Run{span.chunk, span.first, span.pages}.base(), span.pages.bytes());
-      write_free_tags(span.chunk, span.first, span.pages, false);
+      pal_.decommit(span.base(), span.pages.bytes());
+      write_free_tags(span.chunk, span.first, span.pages, false, node);
     }
     return purged;
   }
 
-  void write_free_tags(std::byte* chunk, PageIndex first, PageCount pages, bool dirty) {
-    page_entry(chunk, first) = PageEntry::free(pages, dirty);
-    page_entry(chunk, first + pages - PageCount(1)) = PageEntry::free(pages, dirty);
+  void write_free_tags(std::byte* chunk, PageIndex first, PageCount pages, bool dirty,
+                       const RunRecord* record) {
+    const PageEntry e = PageEntry::free(pages, dirty, record);
+    page_entry(chunk, first) = e;
+    page_entry(chunk, first + pages - PageCount(1)) = e;
     counters_.map_write(2);
   }
   void write_allocated_tags(std::byte* chunk, PageIndex first, PageCount pages) {
@@ -264,10 +335,12 @@ class RunManagerCore {
     counters_.map_write(2);
   }
 
-  // Makes `span` a free run: tags, index, and (when dirty) the dirty list's tail.
+  // Makes `span` a free run recorded by span.record: tags, index, and (when dirty) the dirty
+  // list's tail.
   void attach(FreeSpan span, std::uint64_t freed_at) {
-    write_free_tags(span.chunk, span.first, span.pages, span.dirty);
-    Node* node = node_at(span.chunk, span.first);
+    Node* node = node_of(span);
+    node->run = span.base();
+    write_free_tags(span.chunk, span.first, span.pages, span.dirty, node);
     self().index_insert(node, span.pages);
     if (span.dirty) {
       node->freed_at_ms = freed_at;
@@ -277,52 +350,58 @@ class RunManagerCore {
 
   // Takes `span` out of the index and the dirty list (it is about to be merged).
   void detach(FreeSpan span) {
-    Node* node = node_at(span.chunk, span.first);
+    Node* node = node_of(span);
     self().index_remove(node, span.pages);
     if (span.dirty) dirty_.remove(node);
   }
 
-  // Takes the first n pages of the free run `span`; the rest stays free, in the same place of
-  // the dirty list.
+  // Takes the first n pages of the free run `span`; the rest stays free with the same record,
+  // in the same place of the dirty list.
   void carve(FreeSpan span, PageCount n) {
-    Node* old_node = node_at(span.chunk, span.first);
-    self().index_remove(old_node, span.pages);
+    Node* node = node_of(span);
+    self().index_remove(node, span.pages);
     if (span.pages > n) {
       PageIndex rest = span.first + n;
       PageCount rest_pages = span.pages - n;
-      write_free_tags(span.chunk, rest, rest_pages, span.dirty);
-      Node* rest_node = node_at(span.chunk, rest);
-      self().index_insert(rest_node, rest_pages);
-      if (span.dirty) {
-        rest_node->freed_at_ms = old_node->freed_at_ms;
-        dirty_.replace(old_node, rest_node);
-      }
+      node->run = span.chunk + (rest.value() << kLgPageSize);
+      write_free_tags(span.chunk, rest, rest_pages, span.dirty, node);
+      self().index_insert(node, rest_pages);
       counters_.split();
-    } else if (span.dirty) {
-      dirty_.remove(old_node);
+    } else {
+      if (span.dirty) dirty_.remove(node);
+      records_.give(node);
     }
     free_pages_ = free_pages_ - n;
     if (span.dirty) dirty_pages_ = dirty_pages_ - n;
   }
 
+  // The records a chunk needs (its own, and one more free run's) are reserved first.
   bool add_chunk() {
+    if (!records_.reserve(allocated_runs_ + chunk_count_ + 1) ||
+        !chunk_records_.reserve(chunk_count_ + 1))
+      return false;
     auto* chunk = static_cast<std::byte*>(pal_.reserve(kChunkSize, kChunkSize));
     if (chunk == nullptr) return false;
-    for (std::size_t i = 0; i < Layout::kHeaderPages.value(); ++i)
-      page_map(chunk)[i] = PageEntry::header();
-    auto* info = new (Layout::info(chunk)) ChunkInfo{};
+    ChunkInfo* info = chunk_records_.take();
+    info->chunk = chunk;
+    page_map(chunk)[0] = PageEntry::header(info);  // the page map's own page
     chunks_.push_back(info);
     ++chunk_count_;
     counters_.chunk_added();
     free_pages_ = free_pages_ + Layout::kUsablePages;
-    attach(FreeSpan{chunk, Layout::kFirstRunPage, Layout::kUsablePages, false}, now_ms_);
+    attach(FreeSpan{chunk, Layout::kFirstRunPage, Layout::kUsablePages, false, records_.take()},
+           now_ms_);
     return true;
   }
 
   void release_chunk(FreeSpan whole) {
-    self().index_remove(node_at(whole.chunk, whole.first), whole.pages);
+    Node* node = node_of(whole);
+    self().index_remove(node, whole.pages);
+    records_.give(node);
     free_pages_ = free_pages_ - whole.pages;
-    chunks_.remove(Layout::info(whole.chunk));
+    ChunkInfo* info = chunk_info(whole.chunk);
+    chunks_.remove(info);
+    chunk_records_.give(info);
     --chunk_count_;
     pal_.release(whole.chunk, kChunkSize);
   }
@@ -331,15 +410,20 @@ class RunManagerCore {
     if (s.pages.value() == 0) return "a free run of zero pages";
     if (s.first < Layout::kFirstRunPage || s.end_index() > PageIndex(kPagesPerChunk))
       return "a free run lies outside its chunk's usable pages";
+    ChunkInfo* info = chunk_info(s.chunk);
+    if (info == nullptr || info->chunk != s.chunk)
+      return "a free run lies in a chunk without a chunk record";
     PageEntry head = page_entry(s.chunk, s.first);
     PageEntry tail = page_entry(s.chunk, s.first + s.pages - PageCount(1));
     if (!head.is_free() || head.pages() != s.pages) return "a free run's first tag is wrong";
     if (tail != head) return "a free run's last tag differs from its first";
+    if (head.record() != s.record || s.record->run != s.base())
+      return "a free run's tags and its record do not point at each other";
     if (page_entry(s.chunk, s.first - PageCount(1)).is_free())
       return "a free run has a free run just before it (not coalesced)";
     if (s.end_index() < PageIndex(kPagesPerChunk) && page_entry(s.chunk, s.end_index()).is_free())
       return "a free run has a free run just after it (not coalesced)";
-    auto* marks = Layout::info(s.chunk)->check_marks;
+    auto* marks = info->check_marks;
     for (std::size_t i = s.first.value(); i < s.end_index().value(); ++i) {
       std::uint64_t bit = std::uint64_t{1} << (i % 64);
       if ((marks[i / 64] & bit) != 0) return "two free runs overlap";
@@ -351,7 +435,10 @@ class RunManagerCore {
   P& pal_;
   IntrusiveList<ChunkInfo, &ChunkInfo::prev, &ChunkInfo::next> chunks_;
   IntrusiveList<DirtyLink, &DirtyLink::dirty_prev, &DirtyLink::dirty_next> dirty_;
+  RunRecords records_;
+  ChunkRecords chunk_records_;
   std::size_t chunk_count_ = 0;
+  std::size_t allocated_runs_ = 0;  // alloc()s not yet freed
   PageCount free_pages_;
   PageCount dirty_pages_;
   std::uint64_t now_ms_ = 0;

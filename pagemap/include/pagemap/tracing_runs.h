@@ -276,6 +276,7 @@ class TracingRuns {
   [[nodiscard]] PageCount free_pages() const { return inner_.free_pages(); }
   [[nodiscard]] PageCount dirty_pages() const { return inner_.dirty_pages(); }
   [[nodiscard]] std::size_t chunks() const { return inner_.chunks(); }
+  [[nodiscard]] std::size_t record_bytes() const { return inner_.record_bytes(); }
   [[nodiscard]] const char* check_invariants() const { return inner_.check_invariants(); }
   [[nodiscard]] const RunCounterValues& counters() const { return inner_.counters(); }
 

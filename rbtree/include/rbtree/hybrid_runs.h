@@ -15,7 +15,7 @@
 
 namespace pagemalloc {
 
-struct HybridNode : DirtyLink, SizeLink {
+struct HybridNode : RunRecord, SizeLink {
   std::size_t pages;  // the run's length while it is in the tree (the by-size key)
 };
 
@@ -55,7 +55,7 @@ class HybridRuns : public RunManagerCore<HybridRuns<P>, HybridNode, P> {
     if (const char* problem = by_size_.check_invariants()) return problem;
     const char* problem = nullptr;
     for_each_free([&](FreeSpan s) {
-      if (problem == nullptr && this->node_at(s.chunk, s.first)->pages != s.pages.value())
+      if (problem == nullptr && this->node_of(s)->pages != s.pages.value())
         problem = "a tree node's length disagrees with its run's boundary tags";
     });
     return problem;

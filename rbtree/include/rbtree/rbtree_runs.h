@@ -7,6 +7,9 @@
 // (Evans, 2008) measured at up to ~10% of Firefox's speed before moving the neighbour search
 // to the page map ("hybrid").
 //
+// The trees run through the free runs' records (run_manager_core.h), outside the chunks, and
+// are keyed by the runs' addresses, so the searches are the same as over per-page nodes.
+//
 // The boundary tags are still written (the allocator reads the page map to free a pointer, in
 // every variant); this variant only never uses them to find a neighbour.
 #pragma once
@@ -19,7 +22,7 @@
 
 namespace pagemalloc {
 
-struct RbtreeNode : DirtyLink, SizeLink, AddressLink {
+struct RbtreeNode : RunRecord, SizeLink, AddressLink {
   std::size_t pages;  // the run's length while it is in the trees (the by-size key)
 };
 
@@ -49,10 +52,10 @@ class RbtreeRuns : public RunManagerCore<RbtreeRuns<P>, RbtreeNode, P> {
 
   // The free run with the highest address below page `first`, if it ends right there.
   FreeSpan left_neighbour(std::byte* chunk, PageIndex first) {
-    const std::uintptr_t here = address_of(this->node_at(chunk, first));
+    const std::uintptr_t here = address_of(chunk + (first.value() << kLgPageSize));
     RbtreeNode* after = by_address_.lower_bound(here);
     RbtreeNode* before = after != nullptr ? by_address_.prev(after) : by_address_.last();
-    if (before == nullptr || chunk_base_of(before) != chunk) return {};
+    if (before == nullptr || chunk_base_of(before->run) != chunk) return {};
     FreeSpan span = this->span_at(before);
     return span.end_index() == first ? span : FreeSpan{};
   }
@@ -60,7 +63,7 @@ class RbtreeRuns : public RunManagerCore<RbtreeRuns<P>, RbtreeNode, P> {
   // The free run that starts at page `end`, if any.
   FreeSpan right_neighbour(std::byte* chunk, PageIndex end) {
     if (end >= PageIndex(kPagesPerChunk)) return {};
-    RbtreeNode* at = by_address_.find(address_of(this->node_at(chunk, end)));
+    RbtreeNode* at = by_address_.find(address_of(chunk + (end.value() << kLgPageSize)));
     return at != nullptr ? this->span_at(at) : FreeSpan{};
   }
 
@@ -77,11 +80,11 @@ class RbtreeRuns : public RunManagerCore<RbtreeRuns<P>, RbtreeNode, P> {
     const char* problem = nullptr;
     auto& by_size = const_cast<SizeTree&>(by_size_);
     for_each_free([&](FreeSpan s) {
-      RbtreeNode* node = this->node_at(s.chunk, s.first);
+      RbtreeNode* node = this->node_of(s);
       if (problem != nullptr) return;
       if (node->pages != s.pages.value())
         problem = "a tree node's length disagrees with its run's boundary tags";
-      else if (by_size.find({node->pages, address_of(node)}) != node)
+      else if (by_size.find({node->pages, address_of(node->run)}) != node)
         problem = "a run in the address tree is missing from the size tree";
     });
     return problem;
