@@ -1,12 +1,13 @@
 // The thp option: every chunk an arena maps gets the advice the option names, as the kernel
 // shows it in the mapping's VmFlags (/proc/self/smaps: "hg", "nh"): under "auto", the default,
-// MADV_HUGEPAGE for a chunk mapped for slabs other than the arena's first, MADV_NOHUGEPAGE for
-// the first and for chunks mapped for large runs; under "always" MADV_HUGEPAGE for every chunk
+// MADV_HUGEPAGE for a chunk mapped for slabs once the arena has 4 chunks, MADV_NOHUGEPAGE for
+// its first 4 and for chunks mapped for large runs; under "always" MADV_HUGEPAGE for every chunk
 // after the first; "never" MADV_NOHUGEPAGE; "default" none. A large run touched at one byte
 // faults in no huge page under "auto". And PAGEMALLOC_CONF's parsing of it: a bad value or an
 // unknown key gets one warning and changes nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -98,9 +99,9 @@ TEST(HugePages, ChunksMappedForLargeRunsHaveTheirModesAdvice) {
   }
 }
 
-// Under auto, an explicit arena: its first chunk and a chunk mapped for a large run are advised
-// MADV_NOHUGEPAGE; once small blocks have filled what is left of those, the chunk mapped for
-// the next slab is advised MADV_HUGEPAGE.
+// Under auto, an explicit arena: its first chunks, and chunks mapped for large runs, are advised
+// MADV_NOHUGEPAGE; once it has 4 chunks and small blocks have filled what is left of those, the
+// chunk mapped for the next slab is advised MADV_HUGEPAGE.
 TEST(HugePages, AutoAdvisesHugePagesForSlabChunksOnly) {
   const long before = thp_mode();
   const long automatic = 3;
@@ -108,22 +109,24 @@ TEST(HugePages, AutoAdvisesHugePagesForSlabChunksOnly) {
   const unsigned arena = pm_arena_create();
   ASSERT_NE(arena, 0u);
   constexpr std::size_t kLarge = std::size_t{3} << 19;  // 1.5 MiB: one per chunk
-  void* first = pm_mallocx(kLarge, PM_ARENA(arena));
-  void* second = pm_mallocx(kLarge, PM_ARENA(arena));
-  ASSERT_NE(first, nullptr);
-  ASSERT_NE(second, nullptr);
-  EXPECT_TRUE(has_flag(vm_flags_of(first), "nh")) << "first chunk's VmFlags:" << vm_flags_of(first);
-  EXPECT_TRUE(has_flag(vm_flags_of(second), "nh")) << "large run's VmFlags:" << vm_flags_of(second);
   const auto chunk_of = [](const void* p) {
     return reinterpret_cast<std::uintptr_t>(p) >> 21;  // 2 MiB chunks
   };
+  std::vector<std::uintptr_t> large_chunks;
+  for (int i = 0; i < 4; ++i) {
+    void* large = pm_mallocx(kLarge, PM_ARENA(arena));
+    ASSERT_NE(large, nullptr);
+    EXPECT_TRUE(has_flag(vm_flags_of(large), "nh")) << "large run's VmFlags:" << vm_flags_of(large);
+    large_chunks.push_back(chunk_of(large));
+  }
   void* in_slab_chunk = nullptr;
-  for (int i = 0; i < 8192 && in_slab_chunk == nullptr; ++i) {
+  for (int i = 0; i < 16384 && in_slab_chunk == nullptr; ++i) {
     void* p = pm_mallocx(1024, PM_ARENA(arena));
     ASSERT_NE(p, nullptr);
-    if (chunk_of(p) != chunk_of(first) && chunk_of(p) != chunk_of(second)) in_slab_chunk = p;
+    if (std::find(large_chunks.begin(), large_chunks.end(), chunk_of(p)) == large_chunks.end())
+      in_slab_chunk = p;
   }
-  ASSERT_NE(in_slab_chunk, nullptr) << "8 MiB of 1 KiB blocks stayed in the first two chunks";
+  ASSERT_NE(in_slab_chunk, nullptr) << "16 MiB of 1 KiB blocks stayed in the first four chunks";
   EXPECT_TRUE(has_flag(vm_flags_of(in_slab_chunk), "hg"))
       << "slab chunk's VmFlags:" << vm_flags_of(in_slab_chunk);
   EXPECT_EQ(pm_arena_destroy(arena), 0);

@@ -33,7 +33,7 @@ class ChunkPal {
     if (huge_ != nullptr) huge_->give_back(bytes);
     void* p = os_.reserve(bytes, align);
     if (p == nullptr) return nullptr;
-    advise_huge_pages(p, bytes, chunks_.all().empty());
+    advise_huge_pages(p, bytes, chunks_.all().size());
     if (!chunks_.add(static_cast<std::byte*>(p))) {
       os_.release(p, bytes);
       return nullptr;
@@ -65,14 +65,18 @@ class ChunkPal {
  private:
   // The thp option (config.h): a chunk is one huge page's worth, aligned to it. An arena's
   // first chunk never gets MADV_HUGEPAGE: a thread that allocates a little from an arena of
-  // its own does not make a whole chunk resident.
-  void advise_huge_pages(void* p, std::size_t bytes, bool first) const {
+  // its own does not make a whole chunk resident. Under auto, neither do its first
+  // kSmallPageChunks: a heap that stays within them (a small program) gains little from huge
+  // pages, and would pay for the unused part of its newest chunk.
+  static constexpr std::size_t kSmallPageChunks = 4;
+  void advise_huge_pages(void* p, std::size_t bytes, std::size_t chunks_before) const {
     switch (options().thp.load(std::memory_order_relaxed)) {
       case HugePages::Auto:
-        if (!first && use_ == ChunkUse::Slabs) return LinuxPal::prefer_huge_pages(p, bytes);
+        if (chunks_before >= kSmallPageChunks && use_ == ChunkUse::Slabs)
+          return LinuxPal::prefer_huge_pages(p, bytes);
         return LinuxPal::avoid_huge_pages(p, bytes);
       case HugePages::Always:
-        if (!first) LinuxPal::prefer_huge_pages(p, bytes);
+        if (chunks_before != 0) LinuxPal::prefer_huge_pages(p, bytes);
         return;
       case HugePages::Never: return LinuxPal::avoid_huge_pages(p, bytes);
       case HugePages::Default: return;

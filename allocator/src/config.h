@@ -11,9 +11,9 @@
 //   narenas        number of automatic arenas (default 0: four per CPU, at most 64;
 //                  automatic_arenas.h); above kMaxNarenas it is warned about and lowered
 //   thp            transparent huge pages for arena chunks, as jemalloc's opt.thp:
-//                  auto (the default: a chunk mapped for slabs, other than an arena's first,
-//                  is advised MADV_HUGEPAGE, since slabs fill it densely; an arena's first
-//                  chunk and every chunk mapped for a large run are advised MADV_NOHUGEPAGE,
+//                  auto (the default: a chunk mapped for slabs, once an arena has 4 chunks,
+//                  is advised MADV_HUGEPAGE, since slabs fill it densely; an arena's first 4
+//                  chunks and every chunk mapped for a large run are advised MADV_NOHUGEPAGE,
 //                  since a large run may be touched sparsely and a huge page would make all
 //                  2 MiB resident, even where the system's setting is "always"), always
 //                  (every chunk of an arena after its first MADV_HUGEPAGE), never
