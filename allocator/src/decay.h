@@ -2,10 +2,11 @@
 // about decay_ms after they were freed even in a program that stays on the fast paths, and in
 // one that goes idle.
 //
-// - Ordinary calls: each thread cache counts its allocations and, every kDecayTickCalls of
-//   them, calls decay_tick_from_calls() (jemalloc's decay ticker). At most one such call per
-//   kDecayTickMs, over all threads, goes on to tick every automatic arena and the huge
-//   blocks' manager whose lock is free (it never waits for a lock).
+// - Ordinary calls: each thread cache counts the frees it takes and, every kDecayTickCalls of
+//   them, calls decay_tick_from_calls() (jemalloc's decay ticker). The count is on free's
+//   path: on malloc's, its read-modify-write cost a tight allocation loop 10% of its time. At
+//   most one such call per kDecayTickMs, over all threads, goes on to tick every automatic
+//   arena and the huge blocks' manager whose lock is free (it never waits for a lock).
 // - The background thread (PAGEMALLOC_CONF=background_thread:true, or pm_ctl): wakes every
 //   background_period_ms() and ticks every arena and huge manager, explicit ones included,
 //   under their locks. It starts when the heap is initialized with the option set, or when
@@ -20,7 +21,7 @@ namespace pagemalloc {
 inline constexpr std::uint32_t kDecayTickCalls = 1024;
 inline constexpr std::uint64_t kDecayTickMs = 100;
 
-// Called by a thread cache every kDecayTickCalls allocations. Requires: no lock held.
+// Called by a thread cache every kDecayTickCalls frees. Requires: no lock held.
 void decay_tick_from_calls();
 
 // How long the background thread sleeps between ticks: an eighth of decay_ms, between 10 ms

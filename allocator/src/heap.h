@@ -178,7 +178,7 @@ extern constinit NoDestroy<Heap> g_heap;
 inline Heap& heap() { return g_heap.value; }
 
 // The fast paths: a small request served from the thread cache, and a small block freed into
-// it (about 30 and 55 instructions, as callgrind counts them: papers/cross-thread/
+// it (about 30 and 59 instructions, as callgrind counts them: papers/cross-thread/
 // instructions.md, and the README on why not fewer). Everything else goes to the out-of-line
 // slow paths.
 inline void* Heap::allocate(std::size_t size, std::size_t align, bool zero) {

@@ -113,10 +113,9 @@ bool ThreadCache::holds(unsigned size_class, const void* p) const {
   return false;
 }
 
-void* ThreadCache::tick_decay_and_pop(unsigned size_class) {
+void ThreadCache::tick_decay() {
   ticks_left_ = kDecayTickCalls;
   decay_tick_from_calls();
-  return pop(size_class);
 }
 
 void* ThreadCache::refill(unsigned size_class) {

@@ -97,8 +97,6 @@ class ThreadCache {
     std::uint32_t count = bin.count.load(std::memory_order_relaxed);
     if (count == 0) [[unlikely]]
       return refill(size_class);
-    if (--ticks_left_ == 0) [[unlikely]]
-      return tick_decay_and_pop(size_class);  // a tail call: the fast path saves no register
     void* p = bin.slots[--count];
     bin.count.store(count, std::memory_order_relaxed);
     *static_cast<std::uintptr_t*>(p) = 0;
@@ -113,6 +111,8 @@ class ThreadCache {
       return push_overflowing(size_class, p);
     bin.slots[count] = p;
     bin.count.store(count + 1, std::memory_order_relaxed);
+    if (--ticks_left_ == 0) [[unlikely]]
+      tick_decay();
   }
 
   // Requires: as push; p belongs to another automatic arena than this cache's.
@@ -146,8 +146,8 @@ class ThreadCache {
     bool mixed = false;                   // may hold regions of other arenas
   };
   static ThreadCache* create(Arena& arena);
-  // Every kDecayTickCalls pops: the decay's tick from ordinary calls (decay.h), then the pop.
-  void* tick_decay_and_pop(unsigned size_class);
+  // Every kDecayTickCalls pushes: the decay's tick from ordinary calls (decay.h).
+  void tick_decay();
   static void on_thread_exit(void* cache);
   void* refill(unsigned size_class);
   // A push that found the bin full: raises its limit if the budget allows, else flushes
