@@ -36,11 +36,10 @@ the verdicts), papers/cross-thread/cross_thread.png and papers/cross-thread/summ
 import dataclasses
 import os
 import random
-import subprocess
 import tempfile
-from pathlib import Path
 
-from allocators import PEERS, build_directory, dropin, peer_library
+from allocators import PEERS, build_directory
+from launched import run_launched
 from common import (PAPERS, RESULTS, fmt_ratio, log, machine_line, markdown_table, median, ratio,
                     text_table, write_json)
 
@@ -51,8 +50,6 @@ TARGETS = ["pipeline_bench", "rptest_bench", "larson_bench", "xmalloc_bench",
 TIMEOUT_SECONDS = 120
 WALL_LIMIT, RSS_LIMIT, SYS_LIMIT = 1.1, 1.5, 2.0
 # Variables that would change an allocator's behaviour: never passed to the programs.
-SCRUBBED = ("LD_PRELOAD", "MALLOC_CONF", "PAGEMALLOC_CONF", "GLIBC_TUNABLES", "MALLOC_ARENA_MAX")
-SCRUBBED_PREFIXES = ("MIMALLOC_", "TCMALLOC_", "LD_DEBUG")
 
 
 @dataclasses.dataclass
@@ -90,58 +87,16 @@ def program_directory():
     return build_directory("pagemap") / "benchmarks" / "cross_thread"
 
 
-def preload_of(allocator):
-    """The library to preload for an allocator; None for glibc."""
-    return dropin("pagemap") if allocator == "pagemalloc" else peer_library(allocator)
 
-
-def clean_environment():
-    return {name: value for name, value in os.environ.items()
-            if name not in SCRUBBED and not name.startswith(SCRUBBED_PREFIXES)}
-
-
-def parse_result_line(text):
-    fields = text.split()
-    values = {fields[i]: int(fields[i + 1]) for i in range(0, len(fields) - 1, 2)}
-    return {
-        "status": values["status"],
-        "timed_out": bool(values["timed_out"]),
-        "wall_s": values["wall_ns"] / 1e9,
-        "user_s": values["user_us"] / 1e6,
-        "sys_s": values["system_us"] / 1e6,
-        "maxrss_mib": values["maxrss_kib"] / 1024,
-        "voluntary_switches": values["voluntary_switches"],
-        "involuntary_switches": values["involuntary_switches"],
-    }
 
 
 def run_once(program, allocator, quick, scratch):
     """One process: returns its sample (with "ok" and, when not ok, "failure")."""
-    launcher = program_directory() / "measure_run"
     arguments = program.arguments + (program.quick_arguments if quick else [])
-    result_file = Path(scratch) / "result.txt"
-    command = [str(launcher), str(result_file), str(TIMEOUT_SECONDS)]
-    library = preload_of(allocator)
-    if library is not None:
-        command += ["-e", f"LD_PRELOAD={library}"]
-    command += ["--", str(program_directory() / program.binary), *arguments]
-    finished = subprocess.run(command, env=clean_environment(), capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=TIMEOUT_SECONDS + 60)
-    if finished.returncode != 0 or not result_file.exists():
-        return {"ok": False, "failure": f"launcher exit {finished.returncode}: "
-                                        f"{finished.stderr.strip()[-400:]}"}
-    sample = parse_result_line(result_file.read_text())
-    result_file.unlink()
-    if sample["timed_out"]:
-        sample.update(ok=False, failure=f"timed out after {TIMEOUT_SECONDS} s")
-    elif sample["status"] != 0:
-        sample.update(ok=False, failure=f"exit status {sample['status']}: "
-                                        f"{finished.stderr.strip()[-400:]}")
-    elif "all checked" not in finished.stdout:
-        sample.update(ok=False, failure=f"no 'all checked' line in {finished.stdout[-200:]!r}")
-    else:
-        sample["ok"] = True
-        sample["output"] = finished.stdout.strip()
+    sample, stdout, _ = run_launched(program_directory() / program.binary, arguments, allocator,
+                                     scratch, TIMEOUT_SECONDS)
+    if sample["ok"]:
+        sample["output"] = stdout.strip()
     return sample
 
 

@@ -33,13 +33,12 @@ papers/memory/summary.json.
 """
 
 import dataclasses
-import os
 import random
-import subprocess
 import tempfile
 from pathlib import Path
 
-from allocators import PEERS, build_directory, dropin, peer_library
+from allocators import PEERS, build_directory
+from launched import run_launched
 from common import (PAPERS, RESULTS, fmt_ratio, geomean, log, machine_line, markdown_table,
                     median, ratio, text_table, write_json)
 
@@ -53,8 +52,6 @@ DECAY_MS = 2000
 BURST_MIB = 200
 SPARSE_LIMIT, BURST_LIMIT, IDLE_LIMIT = 1.3, 0.5, 0.1
 SMALL_GEOMEAN_LIMIT, SMALL_EACH_LIMIT = 1.3, 2.0
-SCRUBBED = ("LD_PRELOAD", "MALLOC_CONF", "PAGEMALLOC_CONF", "GLIBC_TUNABLES", "MALLOC_ARENA_MAX")
-SCRUBBED_PREFIXES = ("MIMALLOC_", "TCMALLOC_", "LD_DEBUG")
 
 
 @dataclasses.dataclass
@@ -99,13 +96,6 @@ def program_directory():
     return build_directory("pagemap") / "benchmarks" / "memory"
 
 
-def launcher():
-    return build_directory("pagemap") / "benchmarks" / "cross_thread" / "measure_run"
-
-
-def preload_of(allocator):
-    """The library to preload for an allocator; None for glibc."""
-    return dropin("pagemap") if allocator == "pagemalloc" else peer_library(allocator)
 
 
 def huge_page_mode():
@@ -117,17 +107,6 @@ def huge_page_mode():
         return "unknown"
 
 
-def clean_environment():
-    return {name: value for name, value in os.environ.items()
-            if name not in SCRUBBED and not name.startswith(SCRUBBED_PREFIXES)}
-
-
-def parse_launcher_line(text):
-    fields = text.split()
-    values = {fields[i]: int(fields[i + 1]) for i in range(0, len(fields) - 1, 2)}
-    return {"status": values["status"], "timed_out": bool(values["timed_out"]),
-            "wall_s": values["wall_ns"] / 1e9, "user_s": values["user_us"] / 1e6,
-            "sys_s": values["system_us"] / 1e6, "maxrss_mib": values["maxrss_kib"] / 1024}
 
 
 def parse_burst_output(text):
@@ -153,39 +132,20 @@ def resident_after(curve, since_ms):
 def run_once(program, allocator, quick, scratch):
     """One process: returns its sample (with "ok" and, when not ok, "failure")."""
     arguments = program.arguments + (program.quick_arguments if quick else [])
-    result_file = Path(scratch) / "result.txt"
-    command = [str(launcher()), str(result_file), str(TIMEOUT_SECONDS)]
-    library = preload_of(allocator)
-    if library is not None:
-        command += ["-e", f"LD_PRELOAD={library}"]
-    if allocator == "pagemalloc" and program.pagemalloc_conf:
-        command += ["-e", f"PAGEMALLOC_CONF={program.pagemalloc_conf}"]
-    command += ["--", str(program_directory() / program.binary), *arguments]
-    finished = subprocess.run(command, env=clean_environment(), capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=TIMEOUT_SECONDS + 60)
-    if finished.returncode != 0 or not result_file.exists():
-        return {"ok": False, "failure": f"launcher exit {finished.returncode}: "
-                                        f"{finished.stderr.strip()[-400:]}"}
-    sample = parse_launcher_line(result_file.read_text())
-    result_file.unlink()
-    if sample["timed_out"]:
-        sample.update(ok=False, failure=f"timed out after {TIMEOUT_SECONDS} s")
-    elif sample["status"] != 0:
-        sample.update(ok=False, failure=f"exit status {sample['status']}: "
-                                        f"{finished.stderr.strip()[-400:]}")
-    elif "all checked" not in finished.stdout:
-        sample.update(ok=False, failure=f"no 'all checked' line in {finished.stdout[-200:]!r}")
-    else:
-        sample["ok"] = True
+    settings = ([f"PAGEMALLOC_CONF={program.pagemalloc_conf}"]
+                if allocator == "pagemalloc" and program.pagemalloc_conf else [])
+    sample, stdout, stderr = run_launched(program_directory() / program.binary, arguments,
+                                          allocator, scratch, TIMEOUT_SECONDS, settings)
+    if sample["ok"]:
         if program.kind == "burst":
-            curve, summary = parse_burst_output(finished.stdout)
+            curve, summary = parse_burst_output(stdout)
             sample["curve"] = curve
             sample.update({k: summary.get(k) for k in ("burst_end_ms", "burst_kib", "last_kib")})
             if summary.get("burst_end_ms") is not None:
                 sample["resident_at_deadline_kib"] = resident_after(
                     curve, summary["burst_end_ms"] + DECAY_MS + 3000)
-        if finished.stderr.strip():
-            sample["stderr"] = finished.stderr.strip()[-400:]
+        if stderr:
+            sample["stderr"] = stderr[-400:]
     return sample
 
 
