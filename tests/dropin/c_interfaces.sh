@@ -38,19 +38,16 @@ if [ "$status" -eq 0 ] || ! grep -q 'pagemalloc: free_sized(0x[0-9a-f]*, 5000): 
 fi
 echo "ok: free_sized with a wrong size aborts: $(head -n 1 "$work/err")"
 
-# Under LD_PRELOAD, in a program not linked with the library, mallinfo2 binds to it.
-LD_PRELOAD=$lib LD_DEBUG=bindings LD_DEBUG_OUTPUT=$work/ld program "$work/c_interfaces" mallinfo \
-  >/dev/null
-if ! cat "$work"/ld.* | grep -F "symbol \`mallinfo2'" | grep -qF "/$(basename "$lib") ["; then
-  echo "FAIL: mallinfo2 does not bind to $(basename "$lib")" >&2
-  exit 1
-fi
-echo "ok: mallinfo2 binds to $(basename "$lib")"
-
-LD_PRELOAD=$lib LD_DEBUG=bindings LD_DEBUG_OUTPUT=$work/trim program "$work/c_interfaces" trim \
-  >/dev/null
-if ! cat "$work"/trim.* | grep -F "symbol \`malloc_trim'" | grep -qF "/$(basename "$lib") ["; then
-  echo "FAIL: malloc_trim does not bind to $(basename "$lib")" >&2
-  exit 1
-fi
-echo "ok: malloc_trim binds to $(basename "$lib")"
+# Under LD_PRELOAD, in a program not linked with the library, SYMBOL binds to it when MODE runs.
+expect_binding_under_preload() {
+  local symbol=$1 mode=$2
+  LD_PRELOAD=$lib LD_DEBUG=bindings LD_DEBUG_OUTPUT=$work/$mode program "$work/c_interfaces" \
+    "$mode" >/dev/null
+  if ! cat "$work/$mode".* | grep -F "symbol \`$symbol'" | grep -qF "/$(basename "$lib") ["; then
+    echo "FAIL: $symbol does not bind to $(basename "$lib")" >&2
+    exit 1
+  fi
+  echo "ok: $symbol binds to $(basename "$lib")"
+}
+expect_binding_under_preload mallinfo2 mallinfo
+expect_binding_under_preload malloc_trim trim
