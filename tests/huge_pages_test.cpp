@@ -78,6 +78,20 @@ ChunkFlags flags_of_new_chunks(long mode) {
   return flags;
 }
 
+// Sets the thp option for the scope and restores the one before it.
+class ScopedThp {
+ public:
+  explicit ScopedThp(long mode) : before_(thp_mode()) {
+    EXPECT_EQ(pm_ctl("thp", nullptr, &mode), 0);
+  }
+  ~ScopedThp() { EXPECT_EQ(pm_ctl("thp", nullptr, &before_), 0); }
+  ScopedThp(const ScopedThp&) = delete;
+  ScopedThp& operator=(const ScopedThp&) = delete;
+
+ private:
+  long before_;
+};
+
 TEST(HugePages, AutoIsTheDefault) { EXPECT_EQ(thp_mode(), 3); }
 
 TEST(HugePages, ChunksMappedForLargeRunsHaveTheirModesAdvice) {
@@ -103,9 +117,7 @@ TEST(HugePages, ChunksMappedForLargeRunsHaveTheirModesAdvice) {
 // MADV_NOHUGEPAGE; once it has 4 chunks and small blocks have filled what is left of those, the
 // chunk mapped for the next slab is advised MADV_HUGEPAGE.
 TEST(HugePages, AutoAdvisesHugePagesForSlabChunksOnly) {
-  const long before = thp_mode();
-  const long automatic = 3;
-  ASSERT_EQ(pm_ctl("thp", nullptr, &automatic), 0);
+  const ScopedThp automatic(3);
   const unsigned arena = pm_arena_create();
   ASSERT_NE(arena, 0u);
   constexpr std::size_t kLarge = std::size_t{3} << 19;  // 1.5 MiB: one per chunk
@@ -130,16 +142,13 @@ TEST(HugePages, AutoAdvisesHugePagesForSlabChunksOnly) {
   EXPECT_TRUE(has_flag(vm_flags_of(in_slab_chunk), "hg"))
       << "slab chunk's VmFlags:" << vm_flags_of(in_slab_chunk);
   EXPECT_EQ(pm_arena_destroy(arena), 0);
-  EXPECT_EQ(pm_ctl("thp", nullptr, &before), 0);
 }
 
 // The reason for auto: 1 byte written in each of 64 large runs of 256 KiB, in chunks of their
 // own arena, faults in no huge page (under "always" each chunk's first touch may fault in all
 // 2 MiB of it, eight times the blocks' size).
 TEST(HugePages, ASparselyTouchedLargeRunFaultsInNoHugePageUnderAuto) {
-  const long before = thp_mode();
-  const long automatic = 3;
-  ASSERT_EQ(pm_ctl("thp", nullptr, &automatic), 0);
+  const ScopedThp automatic(3);
   const unsigned arena = pm_arena_create();
   ASSERT_NE(arena, 0u);
   std::vector<char*> blocks;
@@ -153,7 +162,6 @@ TEST(HugePages, ASparselyTouchedLargeRunFaultsInNoHugePageUnderAuto) {
   for (char* p : blocks) with_huge_pages += anon_huge_kb_of(p) > 0 ? 1 : 0;
   EXPECT_EQ(with_huge_pages, 0) << "mappings of sparsely touched large runs hold huge pages";
   EXPECT_EQ(pm_arena_destroy(arena), 0);
-  EXPECT_EQ(pm_ctl("thp", nullptr, &before), 0);
 }
 
 TEST(HugePages, CtlRefusesAnUnknownMode) {
