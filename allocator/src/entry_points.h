@@ -27,7 +27,7 @@ inline void* realloc_as_glibc(void* p, std::size_t size, const char* call) {
     heap().deallocate(p, call);
     return nullptr;
   }
-  return heap().reallocate(p, size, 1, false, kNoArena, call);
+  return heap().reallocate_small(p, size, call);
 }
 
 inline int posix_memalign_checked(void** out, std::size_t alignment, std::size_t size) {

@@ -379,9 +379,10 @@ void Heap::stats(pm_stats& out) {
                bumped.chunks * (kChunkSize + kBumpSizeMapBytes);
   out.dirty = a.dirty_pages * kPageSize + h.cached;
   out.retained = (a.free_pages - a.dirty_pages) * kPageSize;
-  out.copied = copied_.load(std::memory_order_relaxed);
+  const ThreadCache::Moves fast = ThreadCache::moves_by_all();
+  out.copied = copied_.load(std::memory_order_relaxed) + fast.copied;
   out.grown_in_place = grown_in_place_.load(std::memory_order_relaxed);
-  out.moved = moved_by_copy_.load(std::memory_order_relaxed) + h.moved;
+  out.moved = moved_by_copy_.load(std::memory_order_relaxed) + h.moved + fast.moved;
   out.purged = a.purged_pages * kPageSize + h.purged;
 }
 

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstring>
 
 #include "address_map.h"
 #include "arena.h"
@@ -53,6 +54,11 @@ class Heap {
   // no arena has the index) on failure, and p is untouched.
   void* reallocate(void* p, std::size_t size, std::size_t align, bool zero, unsigned arena,
                    const char* call);
+  // realloc's common case inline: a small block of the thread's own arena resized to a small
+  // size stays when the size keeps its class, else moves through the thread cache (a region
+  // popped, a copy, the old region pushed). Anything else is reallocate(p, size, 1, false,
+  // kNoArena, call). Requires: p != nullptr, size != 0.
+  void* reallocate_small(void* p, std::size_t size, const char* call);
   // jemalloc's xallocx: resizes in place only; returns the usable size afterwards.
   std::size_t resize_in_place(void* p, std::size_t size, std::size_t extra, bool zero,
                               const char* call);
@@ -209,6 +215,37 @@ inline void Heap::deallocate(void* p, const char* call) {
     }
   }
   deallocate_slow(p, call);
+}
+
+inline void* Heap::reallocate_small(void* p, std::size_t size, const char* call) {
+  if (!is_chunk_aligned(p) && size <= kMaxSmallSize) [[likely]] {
+    std::byte* chunk = chunk_base_of(p);
+    ThreadCache* cache = ThreadCache::current();
+    if (cache != nullptr &&
+        address_map().get(chunk) == AddressMap::tag(cache->arena(), AddressMap::kArenaChunk) &&
+        !options().checks.load(std::memory_order_relaxed)) [[likely]] {
+      const PageEntry e = page_entry(chunk, page_index_of(p));
+      auto* first_word = static_cast<std::uintptr_t*>(p);
+      // A freed block or a pointer into a region goes to reallocate(), which reports it.
+      if (e.kind() == PageKind::Slab && *first_word != ThreadCache::freed_key()) [[likely]] {
+        const unsigned old_class = e.size_class();
+        const SizeClass& old = kSizeClasses[old_class];
+        if (starts_region(p, e, old)) [[likely]] {
+          const unsigned new_class = size_class_of(size);
+          if (new_class == old_class) return p;
+          if (void* q = cache->pop(new_class)) [[likely]] {
+            const std::size_t keep = size < old.size ? size : old.size;
+            std::memcpy(q, p, keep);
+            *first_word = ThreadCache::freed_key();
+            cache->push(old_class, p);
+            cache->count_move(keep);
+            return q;
+          }
+        }
+      }
+    }
+  }
+  return reallocate(p, size, 1, false, kNoArena, call);
 }
 
 // A small block's usable size from its page-map entry alone, with no look at its slab's

@@ -22,6 +22,7 @@ struct CacheRegistry {
   Lock lock;
   MetaPool<ThreadCache> pool;
   ThreadCache* live = nullptr;  // head of the list of live caches
+  ThreadCache::Moves retired;   // the moves counted by caches whose threads are gone
   pthread_key_t key{};
   std::atomic<bool> key_ready{false};
 };
@@ -74,7 +75,24 @@ void ThreadCache::on_thread_exit(void* p) {
   if (cache->prev_ != nullptr) cache->prev_->next_ = cache->next_;
   else registry.live = cache->next_;
   if (cache->next_ != nullptr) cache->next_->prev_ = cache->prev_;
+  cache->retire_moves();
   registry.pool.release(cache);
+}
+
+// Requires: the registry's lock held.
+void ThreadCache::retire_moves() {
+  registry.retired.moved += moved_.load(std::memory_order_relaxed);
+  registry.retired.copied += copied_.load(std::memory_order_relaxed);
+}
+
+ThreadCache::Moves ThreadCache::moves_by_all() {
+  LockGuard guard(registry.lock);
+  Moves sum = registry.retired;
+  for (ThreadCache* c = registry.live; c != nullptr; c = c->next_) {
+    sum.moved += c->moved_.load(std::memory_order_relaxed);
+    sum.copied += c->copied_.load(std::memory_order_relaxed);
+  }
+  return sum;
 }
 
 std::size_t ThreadCache::bytes_cached_by_all() {
@@ -97,7 +115,10 @@ void ThreadCache::reset_after_fork_in_child() {
   ThreadCache* c = registry.live;
   while (c != nullptr) {
     ThreadCache* next = c->next_;
-    if (c != survivor) registry.pool.release(c);
+    if (c != survivor) {
+      c->retire_moves();
+      registry.pool.release(c);
+    }
     c = next;
   }
   registry.live = survivor;

@@ -131,6 +131,19 @@ class ThreadCache {
   // Bytes of free regions held by all threads' caches (for the statistics).
   static std::size_t bytes_cached_by_all();
 
+  // Reallocations that moved a small block on the thread's fast path (Heap::reallocate_small)
+  // and the bytes they copied: counted by the owner with plain loads and stores, summed over
+  // every cache, live or gone, for the statistics.
+  struct Moves {
+    std::size_t moved = 0;
+    std::size_t copied = 0;
+  };
+  void count_move(std::size_t bytes) {
+    moved_.store(moved_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    copied_.store(copied_.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+  }
+  static Moves moves_by_all();
+
   // fork(): the registry's lock is held across it. In the child only the forking thread
   // exists: the other threads' caches are dropped, and the regions they held are lost (their
   // owners may have been halfway through a push or a pop, so they cannot be trusted).
@@ -149,6 +162,8 @@ class ThreadCache {
   // Every kDecayTickCalls pushes: the decay's tick from ordinary calls (decay.h).
   void tick_decay();
   static void on_thread_exit(void* cache);
+  // Adds this cache's moves to the registry's total of gone caches (registry lock held).
+  void retire_moves();
   void* refill(unsigned size_class);
   // A push that found the bin full: raises its limit if the budget allows, else flushes
   // half of it; then pushes.
@@ -165,6 +180,8 @@ class ThreadCache {
   ThreadCache* next_ = nullptr;
   std::size_t grown_bytes_ = 0;  // sum over classes of (limit - initial_limit) * size
   std::uint32_t ticks_left_ = kDecayTickCalls;
+  std::atomic<std::size_t> moved_{0};   // written by the owner only (count_move)
+  std::atomic<std::size_t> copied_{0};
   Bin bins_[kNumClasses];
   void* slot_storage_[kCacheSlotOffsets[kNumClasses]];
 };
