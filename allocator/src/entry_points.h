@@ -18,7 +18,7 @@ inline void* calloc_checked(std::size_t count, std::size_t size) {
     errno = ENOMEM;
     return nullptr;
   }
-  return heap().allocate(total, 1, true);
+  return heap().allocate_zeroed(total);
 }
 
 inline void* realloc_as_glibc(void* p, std::size_t size, const char* call) {
