@@ -58,6 +58,12 @@ run_tree() {
   if [ "$status" -ne 0 ] || [ -z "$line" ]; then
     failed=1
     summaries+=("$tree: FAILED, $passed passed, $failures failed (ctest status $status)")
+    # ctest lists the failed tests after "The following tests FAILED:"; the summary repeats
+    # them, so that the end of the output names what failed.
+    while IFS= read -r test_line; do
+      summaries+=("  $tree:$test_line")
+    done < <(sed -n '/^The following tests FAILED:/,/^Errors while running/p' "$log" |
+             grep -E '^[[:space:]]+[0-9]+ - ' || true)
   else
     summaries+=("$tree: ok, $passed passed, $failures failed")
   fi
