@@ -63,9 +63,19 @@ inline bool churn_locking_block() {
   return ok;
 }
 
-// Forks, has the child allocate and free, and waits for it; nonzero on a failed check.
-inline int fork_and_allocate_in_child() {
+// Nanoseconds on the monotonic clock.
+inline long long now_ns() {
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1'000'000'000LL + t.tv_nsec;
+}
+
+// Forks, has the child allocate and free, and waits for it; nonzero on a failed check. When
+// fork_ns is given, it receives how long fork() took in the parent.
+inline int fork_and_allocate_in_child(long long* fork_ns = nullptr) {
+  const long long start = now_ns();
   const pid_t pid = ::fork();
+  if (fork_ns != nullptr) *fork_ns = now_ns() - start;
   if (pid < 0) return 1;
   if (pid == 0) ::_exit(churn_locking_block() && churn_locking_block() ? 0 : 1);
   int status = 0;
@@ -78,11 +88,15 @@ inline int fork_and_allocate_in_child() {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 3;
 }
 
-// Signals from a timer every 500 microseconds (a fork takes a few hundred: many land inside one);
-// the handler forks, and its child exits at once.
+// Signals from a timer, every 500 microseconds or once per arm_once(); the handler forks, and
+// its child exits at once. A period suits a loop that only needs the handler's forks to land in
+// its work: on a machine where a fork takes longer than the period, the handler forks again as
+// soon as it returns and the interrupted code makes no progress, so a loop that must finish its
+// own forks arms one signal per fork instead.
 class ForkingSignalHandler {
  public:
-  ForkingSignalHandler() {
+  enum class Mode { kPeriodic, kArmedOnce };
+  explicit ForkingSignalHandler(Mode mode = Mode::kPeriodic) {
     ::signal(SIGCHLD, SIG_IGN);  // the handler's children are reaped by the kernel
     struct sigaction action {};
     action.sa_handler = &on_signal;
@@ -92,8 +106,16 @@ class ForkingSignalHandler {
     event.sigev_notify = SIGEV_SIGNAL;
     event.sigev_signo = SIGUSR1;
     ok_ = ::timer_create(CLOCK_MONOTONIC, &event, &timer_) == 0;
-    itimerspec period{{0, 500'000}, {0, 500'000}};
-    ok_ = ok_ && ::timer_settime(timer_, 0, &period, nullptr) == 0;
+    if (mode == Mode::kPeriodic) {
+      itimerspec period{{0, 500'000}, {0, 500'000}};
+      ok_ = ok_ && ::timer_settime(timer_, 0, &period, nullptr) == 0;
+    }
+  }
+  // One signal delay_ns from now (at least 1 ns), replacing any one still due.
+  bool arm_once(long long delay_ns) {
+    if (delay_ns < 1) delay_ns = 1;
+    itimerspec once{{0, 0}, {time_t(delay_ns / 1'000'000'000), long(delay_ns % 1'000'000'000)}};
+    return ::timer_settime(timer_, 0, &once, nullptr) == 0;
   }
   ~ForkingSignalHandler() {
     if (ok_) ::timer_delete(timer_);

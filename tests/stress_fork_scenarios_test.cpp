@@ -8,7 +8,8 @@
 //                            the stdio list's lock that a flushing thread holds
 //   SignalHandlerForksWhileForking
 //                            a single-threaded process forks 100 times while a timer's signal
-//                            handler forks too, often inside the first fork's handlers
+//                            handler forks too, once per fork, mostly inside the first fork's
+//                            handlers
 //
 // (A handler that forks while the process allocates, glibc's tst-mallocfork2, is in
 // fork_signal_test.cpp: it holds only for a process with one thread, which a process under
@@ -26,6 +27,7 @@
 #include <stdio.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -83,12 +85,22 @@ TEST(ForkScenarios, StdioFlushWhileForking) {
   });
 }
 
+// One signal per fork, due at a random moment within the time the last fork took, so that
+// most land inside a fork (in its handlers) however long forks take on the machine.
 TEST(ForkScenarios, SignalHandlerForksWhileForking) {
   run_in_child([] {
-    ForkingSignalHandler handler;
+    ForkingSignalHandler handler(ForkingSignalHandler::Mode::kArmedOnce);
     if (!handler.ok()) return 1;
-    for (int i = 0; i < kForks; ++i)
-      if (const int failed = fork_and_allocate_in_child()) return 10 + failed;
+    long long fork_ns = 500'000;  // until the first fork is timed
+    std::uint64_t random = 0x9E37'79B9'7F4A'7C15;
+    for (int i = 0; i < kForks; ++i) {
+      random ^= random << 13;
+      random ^= random >> 7;
+      random ^= random << 17;
+      if (!handler.arm_once(1 + static_cast<long long>(random % std::uint64_t(fork_ns)))) return 3;
+      if (const int failed = fork_and_allocate_in_child(&fork_ns)) return 10 + failed;
+      if (fork_ns < 1000) fork_ns = 1000;
+    }
     return ForkingSignalHandler::forks() > 0 ? 0 : 2;
   });
 }
