@@ -88,15 +88,15 @@ inline int fork_and_allocate_in_child(long long* fork_ns = nullptr) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 3;
 }
 
-// Signals from a timer, every 500 microseconds or once per arm_once(); the handler forks, and
-// its child exits at once. A period suits a loop that only needs the handler's forks to land in
-// its work: on a machine where a fork takes longer than the period, the handler forks again as
-// soon as it returns and the interrupted code makes no progress, so a loop that must finish its
-// own forks arms one signal per fork instead.
+// Signals from a timer whose handler forks (its child exits at once). kRepeated: the handler
+// arms the next signal 500 microseconds after its own fork returned, so that the interrupted
+// code always runs between two (a fixed period would starve it wherever a fork takes longer
+// than the period: 4 ms on some virtual machines). kArmedOnce: a signal only per arm_once(),
+// for a loop that times each signal to land inside its own forks.
 class ForkingSignalHandler {
  public:
-  enum class Mode { kPeriodic, kArmedOnce };
-  explicit ForkingSignalHandler(Mode mode = Mode::kPeriodic) {
+  enum class Mode { kRepeated, kArmedOnce };
+  explicit ForkingSignalHandler(Mode mode = Mode::kRepeated) {
     ::signal(SIGCHLD, SIG_IGN);  // the handler's children are reaped by the kernel
     struct sigaction action {};
     action.sa_handler = &on_signal;
@@ -106,33 +106,38 @@ class ForkingSignalHandler {
     event.sigev_notify = SIGEV_SIGNAL;
     event.sigev_signo = SIGUSR1;
     ok_ = ::timer_create(CLOCK_MONOTONIC, &event, &timer_) == 0;
-    if (mode == Mode::kPeriodic) {
-      itimerspec period{{0, 500'000}, {0, 500'000}};
-      ok_ = ok_ && ::timer_settime(timer_, 0, &period, nullptr) == 0;
-    }
+    repeated_ = mode == Mode::kRepeated;
+    if (repeated_) ok_ = ok_ && arm_once(kRepeatNs);
   }
   // One signal delay_ns from now (at least 1 ns), replacing any one still due.
-  bool arm_once(long long delay_ns) {
+  // Async-signal-safe (timer_settime is).
+  static bool arm_once(long long delay_ns) {
     if (delay_ns < 1) delay_ns = 1;
     itimerspec once{{0, 0}, {time_t(delay_ns / 1'000'000'000), long(delay_ns % 1'000'000'000)}};
     return ::timer_settime(timer_, 0, &once, nullptr) == 0;
   }
   ~ForkingSignalHandler() {
-    if (ok_) ::timer_delete(timer_);
+    if (ok_) {
+      repeated_ = false;
+      ::timer_delete(timer_);
+    }
   }
   [[nodiscard]] bool ok() const { return ok_; }
   static int forks() { return forks_; }
 
  private:
+  static constexpr long long kRepeatNs = 500'000;
   static void on_signal(int) {
     const int saved_errno = errno;
     if (::fork() == 0) ::_exit(0);
     forks_ = forks_ + 1;
+    if (repeated_) arm_once(kRepeatNs);
     errno = saved_errno;
   }
 
   static inline volatile sig_atomic_t forks_ = 0;
-  timer_t timer_{};
+  static inline volatile sig_atomic_t repeated_ = 0;
+  static inline timer_t timer_{};
   bool ok_ = false;
 };
 
