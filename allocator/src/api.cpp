@@ -157,5 +157,9 @@ int pm_ctl(const char* name, long* old_value, const long* new_value) {
 
 }  // extern "C"
 
-// Statistics at exit, when PAGEMALLOC_CONF asks for them (stats_print.cpp).
-__attribute__((destructor)) static void print_stats_at_exit() { pagemalloc::print_stats_at_exit(); }
+// Statistics at exit, when PAGEMALLOC_CONF asks for them (stats_print.cpp). The option is
+// looked at here, so that a process that does not ask never runs (nor maps) the printer.
+__attribute__((destructor)) static void print_stats_at_exit() {
+  if (pagemalloc::options().stats_print.load(std::memory_order_relaxed))
+    pagemalloc::print_stats_at_exit();
+}

@@ -3,6 +3,7 @@
 
 #include <time.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace pagemalloc {
@@ -14,9 +15,19 @@ inline std::uint64_t purge_interval_ms(long decay_ms) {
   return quarter < 1000 ? quarter : 1000;
 }
 
+// clock_gettime: the vDSO's, called directly, or libc's (clock.cpp).
+using ClockFunction = int (*)(clockid_t, timespec*);
+ClockFunction find_clock();
+inline constinit std::atomic<ClockFunction> g_clock{nullptr};
+
 inline std::uint64_t now_ms() {
+  ClockFunction clock = g_clock.load(std::memory_order_relaxed);
+  if (clock == nullptr) [[unlikely]] {  // the first call: every thread finds the same one
+    clock = find_clock();
+    g_clock.store(clock, std::memory_order_relaxed);
+  }
   timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  clock(CLOCK_MONOTONIC_COARSE, &ts);
   return std::uint64_t(ts.tv_sec) * 1000 + std::uint64_t(ts.tv_nsec) / 1000000;
 }
 

@@ -105,9 +105,4 @@ void apply_conf(std::string_view conf) {
   }
 }
 
-void load_conf_from_environment_once() {
-  if (g_conf_loaded.exchange(true)) return;
-  if (const char* conf = std::getenv("PAGEMALLOC_CONF")) apply_conf(conf);
-}
-
 }  // namespace pagemalloc

@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdlib>
 #include <string_view>
 
 namespace pagemalloc {
@@ -67,9 +68,14 @@ void apply_conf(std::string_view conf);
 // Prints the statistics as stats_print and stats_file ask, if they do (at exit).
 void print_stats_at_exit();
 
-// Reads PAGEMALLOC_CONF once (later calls return at once).
-void load_conf_from_environment_once();
+// Reads PAGEMALLOC_CONF once (later calls return at once). Inline: it runs in every
+// process, and its code then lies with the heap's initialization, not with the parser's
+// (config.cpp, which the first malloc does not touch unless PAGEMALLOC_CONF is set).
 inline constinit std::atomic<bool> g_conf_loaded{false};
+inline void load_conf_from_environment_once() {
+  if (g_conf_loaded.exchange(true)) return;
+  if (const char* conf = std::getenv("PAGEMALLOC_CONF")) apply_conf(conf);
+}
 inline void load_conf_from_environment() {
   if (!g_conf_loaded.load(std::memory_order_acquire)) [[unlikely]]
     load_conf_from_environment_once();

@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstring>
 
 #include "address_map.h"
 #include "arena.h"
@@ -32,7 +33,7 @@ constinit CacheRegistry registry;
 
 ThreadCache::ThreadCache() {
   for (unsigned c = 0; c < kNumClasses; ++c) {
-    bins_[c].slots = slot_storage_ + kCacheSlotOffsets[c];
+    bins_[c].slots = initial_slots_ + kCacheInitialOffsets[c];
     bins_[c].limit = initial_limit(c);
   }
 }
@@ -159,7 +160,18 @@ void ThreadCache::push_overflowing(unsigned size_class, void* p) {
   // A bin that holds other arenas' regions (a thread freeing what others allocated) does not
   // grow: what it would keep there is memory its owners cannot reuse.
   if (step != 0 && !bin.mixed && grown_bytes_ + step * size <= kBudgetBytes) {
-    bin.limit += step;
+    const unsigned limit = bin.limit + step;
+    void** own_room = grown_slots_ + kCacheSlotOffsets[size_class];
+    if (bin.slots != own_room) {  // moves, to a packed room for the new limit or to its own
+      void** room = own_room;
+      if (limit <= kPackedGrowth && packed_taken_ + limit <= kCachePackedGrowthSlots) {
+        room = packed_growths_ + packed_taken_;
+        packed_taken_ += limit;
+      }
+      std::memcpy(room, bin.slots, count * sizeof(void*));
+      bin.slots = room;
+    }
+    bin.limit = limit;
     grown_bytes_ += step * size;
   } else {
     count = flush(size_class, bin.limit / 2);

@@ -7,8 +7,13 @@
 // capacity(class)) while the thread's budget allows, and only flushes when it does not. A bin
 // holding regions of other arenas (below) never grows: it flushes at its first limit. The
 // budget, kBudgetBytes, bounds the bytes by which one thread's limits may grow above their
-// initial ones. The storage for every class's largest stack is reserved in the cache record;
-// its pages are touched only as stacks fill.
+// initial ones. A stack starts in a packed area that holds every class's initial limit one
+// after another (some 18 KiB: a thread that uses a few dozen classes touches a few pages of
+// it, not a page per class). A growth to at most kPackedGrowth slots moves it to room for its
+// new limit taken in turn from a second packed area, so that classes that grow a little
+// share pages too; a larger growth (or one that finds that area full) moves it to room for
+// its largest stack, reserved per class in the cache record, where it grows in place. Each
+// area's pages are touched only as stacks fill them.
 //
 // A cache is filled from its arena and flushed back to it in batches (at most half its
 // limit), under one lock acquisition each. The cache record comes from a pool (not from TLS, whose
@@ -58,12 +63,26 @@ constexpr unsigned cache_capacity(unsigned size_class) {
                                        : unsigned(by_bytes);
 }
 
-// Where each class's slots start in a cache's slot storage (all classes one after another).
+// Where each class's slots start in a cache's packed area (initial limits, one class after
+// another).
+inline constexpr auto kCacheInitialOffsets = [] {
+  std::array<std::size_t, kNumClasses + 1> offsets{};
+  for (unsigned c = 0; c < kNumClasses; ++c)
+    offsets[c + 1] = offsets[c] + cache_initial_limit(c);
+  return offsets;
+}();
+// Where each class's room for its largest stack starts in a cache's area of them (all
+// classes one after another).
 inline constexpr auto kCacheSlotOffsets = [] {
   std::array<std::size_t, kNumClasses + 1> offsets{};
   for (unsigned c = 0; c < kNumClasses; ++c) offsets[c + 1] = offsets[c] + cache_capacity(c);
   return offsets;
 }();
+// A stack that grows to at most this many slots moves to the packed area of small growths,
+// which has room for kCachePackedGrowthSlots (64 KiB): the first two growths of some 20
+// classes.
+inline constexpr unsigned kPackedGrowth = 256;
+inline constexpr std::size_t kCachePackedGrowthSlots = 8192;
 
 class ThreadCache {
  public:
@@ -74,7 +93,7 @@ class ThreadCache {
   static constexpr unsigned kMaxRefill = 256;           // regions per refill at most
   static constexpr unsigned capacity(unsigned size_class) { return cache_capacity(size_class); }
 
-  ThreadCache();  // leaves the slot storage unwritten (its pages stay untouched until used)
+  ThreadCache();  // leaves the slot areas unwritten (its pages stay untouched until used)
   ThreadCache(const ThreadCache&) = delete;
   ThreadCache& operator=(const ThreadCache&) = delete;
 
@@ -151,11 +170,19 @@ class ThreadCache {
   static void unlock_after_fork_in_parent();
   static void reset_after_fork_in_child();
 
+  // For the tests: the class's limit, and where its stack lies now (the record's bytes from
+  // the start of the packed area of initial limits).
+  [[nodiscard]] unsigned limit(unsigned size_class) const { return bins_[size_class].limit; }
+  [[nodiscard]] std::size_t stack_offset(unsigned size_class) const {
+    return std::size_t(reinterpret_cast<const std::byte*>(bins_[size_class].slots) -
+                       reinterpret_cast<const std::byte*>(initial_slots_));
+  }
+
  private:
   struct Bin {
     std::atomic<std::uint32_t> count{0};  // written by the owner only; read by statistics
     std::uint32_t limit = 0;              // regions it may hold now, <= capacity(class)
-    void** slots = nullptr;               // capacity(class) slots in the record's storage
+    void** slots = nullptr;               // limit slots: the packed area's, or the grown one's
     bool mixed = false;                   // may hold regions of other arenas
   };
   static ThreadCache* create(Arena& arena);
@@ -179,11 +206,14 @@ class ThreadCache {
   ThreadCache* prev_ = nullptr;  // the list of live caches
   ThreadCache* next_ = nullptr;
   std::size_t grown_bytes_ = 0;  // sum over classes of (limit - initial_limit) * size
+  std::size_t packed_taken_ = 0;  // slots of packed_growths_ taken
   std::uint32_t ticks_left_ = kDecayTickCalls;
   std::atomic<std::size_t> moved_{0};   // written by the owner only (count_move)
   std::atomic<std::size_t> copied_{0};
   Bin bins_[kNumClasses];
-  void* slot_storage_[kCacheSlotOffsets[kNumClasses]];
+  void* initial_slots_[kCacheInitialOffsets[kNumClasses]];  // initial_limit(c) per class
+  void* packed_growths_[kCachePackedGrowthSlots];            // taken in turn by small growths
+  void* grown_slots_[kCacheSlotOffsets[kNumClasses]];        // capacity(c) per class
 };
 
 }  // namespace pagemalloc

@@ -1,0 +1,39 @@
+// The automatic arenas' default count (automatic_arenas.h): four per CPU the process may run
+// on, at most kMaxDefaultArenas, the mask read by the system call rather than through glibc.
+#include <gtest/gtest.h>
+
+#include <sched.h>
+
+#include <algorithm>
+
+#include "automatic_arenas.h"
+
+namespace {
+
+using pagemalloc::AutomaticArenas;
+
+TEST(AutomaticArenas, TheDefaultCountIsFourPerCpuOfTheAffinityMask) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
+  const unsigned expected = std::min(4u * unsigned(CPU_COUNT(&cpus)), AutomaticArenas::kMaxDefaultArenas);
+  EXPECT_EQ(AutomaticArenas::default_count(), expected);
+}
+
+TEST(AutomaticArenas, TheDefaultCountFollowsANarrowerMask) {
+  cpu_set_t all, one;
+  CPU_ZERO(&all);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  CPU_ZERO(&one);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &all)) {
+      CPU_SET(cpu, &one);
+      break;
+    }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  const unsigned count = AutomaticArenas::default_count();
+  ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
+  EXPECT_EQ(count, 4u);
+}
+
+}  // namespace
