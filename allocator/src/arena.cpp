@@ -293,19 +293,25 @@ void* Arena::alloc_large_locked(std::size_t bytes, std::size_t align, bool& zero
 }
 
 void Arena::free_large(void* p, PageCount pages, const char* call) {
-  // A deferred block's first word holds kDeferredKey: a second free of it waits for the lock,
-  // which frees the deferred blocks first, and then finds the block free (a double free).
-  auto* first_word = static_cast<std::uintptr_t*>(p);
-  if (*first_word != kDeferredKey && !lock_.try_lock()) {
-    *first_word = kDeferredKey;
-    void* block = p;
-    deferred_large_.push(&block, 1);
-    // The holder may have released the lock before the push: then nobody frees it until the
-    // next call, unless this thread can take the lock now.
-    if (lock_.try_lock()) unlock();
-    return;
+  // The block's pages are not read unless the lock is taken: a large block may be mostly
+  // untouched, and reading its first word would fault a page in (on some kernels a page of
+  // its own, not the shared zero page) for every block freed.
+  if (!lock_.try_lock()) {
+    // A deferred block's first word holds kDeferredKey: a second free of it waits for the
+    // lock, which frees the deferred blocks first, and then finds the block free (a double
+    // free).
+    auto* first_word = static_cast<std::uintptr_t*>(p);
+    if (*first_word != kDeferredKey) {
+      *first_word = kDeferredKey;
+      void* block = p;
+      deferred_large_.push(&block, 1);
+      // The holder may have released the lock before the push: then nobody frees it until
+      // the next call, unless this thread can take the lock now.
+      if (lock_.try_lock()) unlock();
+      return;
+    }
+    lock_.lock();
   }
-  if (*first_word == kDeferredKey) lock_.lock();
   free_deferred_large();  // first: a deferred block freed again must be found free below
   free_large_locked(p, pages, call);
   unlock();
