@@ -12,11 +12,13 @@
 #   has at most 640 KiB more resident under LD_PRELOAD than without: the library's own pages,
 #   its first chunk's touched pages, one thread cache's touched slots (measured on Debian 12,
 #   x86-64: about 250 KiB; with libstdc++, libm and libgcc_s loaded it was about 1.9 MiB).
-# - Of the library's text, at most 128 KiB is resident after that malloc. The kernel maps a
+# - Of the library's text, at most 160 KiB is resident after that malloc. The kernel maps a
 #   file's pages around each one touched (64 KiB, or a whole large folio), so this holds only
 #   while the text is small and the code every process runs lies together (the order of
 #   allocator/CMakeLists.txt's sources): with fmt's floating-point writers in it the text was
-#   172 KiB, all of it resident.
+#   172 KiB, all of it resident. With the default run manager the text is some 110 KiB; the
+#   rbtree run manager's adds about 25 KiB (136 KiB resident, all of it, where the file lies in
+#   large folios).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
@@ -61,12 +63,19 @@ int main(void) {
 }
 C
 cc -O2 -o "$work/first_malloc" "$work/first_malloc.c"
-read -r plain _ < <("$work/first_malloc")
-read -r preloaded text < <(LD_PRELOAD="$lib" LIBRARY="$(basename -- "$(readlink -f -- "$lib")")" \
-  "$work/first_malloc")
+# The smallest of 5 runs each: a single run's resident size moves by some 150 KiB with where
+# libc and the library fall against the kernel's read-around windows.
+plain=0 preloaded=0 text=0
+for _ in 1 2 3 4 5; do
+  read -r p _ < <("$work/first_malloc")
+  read -r q t < <(LD_PRELOAD="$lib" LIBRARY="$(basename -- "$(readlink -f -- "$lib")")" \
+    "$work/first_malloc")
+  if [ "$plain" -eq 0 ] || [ "$p" -lt "$plain" ]; then plain=$p; fi
+  if [ "$preloaded" -eq 0 ] || [ "$q" -lt "$preloaded" ]; then preloaded=$q; text=$t; fi
+done
 extra=$((preloaded - plain))
-if [ "$text" -gt 128 ]; then
-  echo "FAIL: one malloc under LD_PRELOAD=$lib: $text KiB of its text resident (at most 128" \
+if [ "$text" -gt 160 ]; then
+  echo "FAIL: one malloc under LD_PRELOAD=$lib: $text KiB of its text resident (at most 160" \
     "expected)" >&2
   exit 1
 fi
