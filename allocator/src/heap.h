@@ -140,6 +140,7 @@ class Heap {
   std::size_t resize_bumped_in_place(BumpSpace& space, void* p, std::size_t size, std::size_t extra,
                                      bool zero, const char* call);
   void deallocate_slow(void* p, const char* call);
+  static ThreadCache* own_small_block(const void* p, PageEntry& e);
   void deallocate_sized_checked(void* p, std::size_t size, std::size_t align, const char* call);
   void deallocate_small(Arena& owner, PageEntry e, void* p, const char* call);
   std::size_t usable_size_slow(const void* p, const char* call);
@@ -212,52 +213,54 @@ inline void* Heap::allocate_zeroed(std::size_t size) {
   return allocate_slow(size, 1, true);
 }
 
+// The fast paths' test of a block to free or resize: p lies in a slab page of the calling
+// thread's arena, checks are off, and p's first word is not the freed key. Returns the
+// thread's cache and p's page-map entry in e; else nullptr. A pointer into the middle of a
+// region is not looked for here (a multiply and a compare on every free): the slow paths
+// report it.
+inline ThreadCache* Heap::own_small_block(const void* p, PageEntry& e) {
+  if (is_chunk_aligned(p)) [[unlikely]]
+    return nullptr;
+  std::byte* chunk = chunk_base_of(p);
+  ThreadCache* cache = ThreadCache::current();
+  if (cache == nullptr ||
+      address_map().get(chunk) != AddressMap::tag(cache->arena(), AddressMap::kArenaChunk) ||
+      options().checks.load(std::memory_order_relaxed)) [[unlikely]]
+    return nullptr;
+  e = page_entry(chunk, page_index_of(p));
+  if (e.kind() != PageKind::Slab ||
+      *static_cast<const std::uintptr_t*>(p) == ThreadCache::freed_key()) [[unlikely]]
+    return nullptr;
+  return cache;
+}
+
 inline void Heap::deallocate(void* p, const char* call) {
-  if (!is_chunk_aligned(p)) [[likely]] {
-    std::byte* chunk = chunk_base_of(p);
-    ThreadCache* cache = ThreadCache::current();
-    if (cache != nullptr &&
-        address_map().get(chunk) == AddressMap::tag(cache->arena(), AddressMap::kArenaChunk) &&
-        !options().checks.load(std::memory_order_relaxed)) [[likely]] {
-      // A pointer into the middle of a region is not looked for here (a multiply and a
-      // compare on every free): with checks on, the slow path reports it.
-      const PageEntry e = page_entry(chunk, page_index_of(p));
-      auto* first_word = static_cast<std::uintptr_t*>(p);
-      if (e.kind() == PageKind::Slab && *first_word != ThreadCache::freed_key()) [[likely]] {
-        *first_word = ThreadCache::freed_key();
-        cache->push(e.size_class(), p);
-        return;
-      }
-    }
+  PageEntry e;
+  if (ThreadCache* cache = own_small_block(p, e)) [[likely]] {
+    *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
+    cache->push(e.size_class(), p);
+    return;
   }
   deallocate_slow(p, call);
 }
 
 inline void* Heap::reallocate_small(void* p, std::size_t size, const char* call) {
-  if (!is_chunk_aligned(p) && size <= kMaxSmallSize) [[likely]] {
-    std::byte* chunk = chunk_base_of(p);
-    ThreadCache* cache = ThreadCache::current();
-    if (cache != nullptr &&
-        address_map().get(chunk) == AddressMap::tag(cache->arena(), AddressMap::kArenaChunk) &&
-        !options().checks.load(std::memory_order_relaxed)) [[likely]] {
-      const PageEntry e = page_entry(chunk, page_index_of(p));
-      auto* first_word = static_cast<std::uintptr_t*>(p);
-      // A freed block or a pointer into a region goes to reallocate(), which reports it.
-      if (e.kind() == PageKind::Slab && *first_word != ThreadCache::freed_key()) [[likely]] {
-        const unsigned old_class = e.size_class();
-        const SizeClass& old = kSizeClasses[old_class];
-        if (starts_region(p, e, old)) [[likely]] {
-          const unsigned new_class = size_class_of(size);
-          if (new_class == old_class) return p;
-          if (void* q = cache->pop(new_class)) [[likely]] {
-            const std::size_t keep = size < old.size ? size : old.size;
-            std::memcpy(q, p, keep);
-            *first_word = ThreadCache::freed_key();
-            cache->push(old_class, p);
-            cache->count_move(keep);
-            return q;
-          }
-        }
+  PageEntry e;
+  ThreadCache* cache = size <= kMaxSmallSize ? own_small_block(p, e) : nullptr;
+  if (cache != nullptr) [[likely]] {
+    const unsigned old_class = e.size_class();
+    const SizeClass& old = kSizeClasses[old_class];
+    // A pointer into a region goes to reallocate(), which reports it.
+    if (starts_region(p, e, old)) [[likely]] {
+      const unsigned new_class = size_class_of(size);
+      if (new_class == old_class) return p;
+      if (void* q = cache->pop(new_class)) [[likely]] {
+        const std::size_t keep = size < old.size ? size : old.size;
+        std::memcpy(q, p, keep);
+        *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
+        cache->push(old_class, p);
+        cache->count_move(keep);
+        return q;
       }
     }
   }
