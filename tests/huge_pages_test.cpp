@@ -1,7 +1,8 @@
 // The thp option: every chunk an arena maps gets the advice the option names, as the kernel
 // shows it in the mapping's VmFlags (/proc/self/smaps: "hg", "nh"): under "auto", the default,
 // MADV_HUGEPAGE for a chunk mapped for slabs once the arena has 4 chunks, MADV_NOHUGEPAGE for
-// its first 4 and for chunks mapped for large runs; under "always" MADV_HUGEPAGE for every chunk
+// its first 4 and for chunks mapped for large runs while its slabs hold fewer pages than its
+// large runs; under "always" MADV_HUGEPAGE for every chunk
 // after the first; "never" MADV_NOHUGEPAGE; "default" none. A large run touched at one byte
 // faults in no huge page under "auto". And PAGEMALLOC_CONF's parsing of it: a bad value or an
 // unknown key gets one warning and changes nothing.
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "config.h"
@@ -113,9 +115,10 @@ TEST(HugePages, ChunksMappedForLargeRunsHaveTheirModesAdvice) {
   }
 }
 
-// Under auto, an explicit arena: its first chunks, and chunks mapped for large runs, are advised
-// MADV_NOHUGEPAGE; once it has 4 chunks and small blocks have filled what is left of those, the
-// chunk mapped for the next slab is advised MADV_HUGEPAGE.
+// Under auto, an explicit arena: its first chunks, and chunks mapped for large runs while its
+// slabs hold fewer pages than its large runs, are advised MADV_NOHUGEPAGE; once it has 4 chunks
+// and small blocks have filled what is left of those, the chunk mapped for the next slab is
+// advised MADV_HUGEPAGE.
 TEST(HugePages, AutoAdvisesHugePagesForSlabChunksOnly) {
   const ScopedThp automatic(3);
   const unsigned arena = pm_arena_create();
@@ -142,6 +145,54 @@ TEST(HugePages, AutoAdvisesHugePagesForSlabChunksOnly) {
   EXPECT_TRUE(has_flag(vm_flags_of(in_slab_chunk), "hg"))
       << "slab chunk's VmFlags:" << vm_flags_of(in_slab_chunk);
   EXPECT_EQ(pm_arena_destroy(arena), 0);
+}
+
+// Under auto, a large run among more pages of slabs (an interpreter's heap, whose tables grow
+// by realloc) is taken as densely used: once 10 MiB of small blocks fill the arena's first
+// chunks, a chunk mapped for a block of 1.5 MiB is advised MADV_HUGEPAGE. Two such blocks cannot
+// share a chunk, so at least one of them makes the arena map a chunk for it.
+TEST(HugePages, AutoAdvisesHugePagesForALargeRunAmongMorePagesOfSlabs) {
+  const ScopedThp automatic(3);
+  const unsigned arena = pm_arena_create();
+  ASSERT_NE(arena, 0u);
+  std::vector<void*> small;
+  for (int i = 0; i < 10240; ++i) {
+    small.push_back(pm_mallocx(1024, PM_ARENA(arena)));
+    ASSERT_NE(small.back(), nullptr);
+  }
+  constexpr std::size_t kLarge = std::size_t{3} << 19;  // 1.5 MiB
+  for (int i = 0; i < 2; ++i) {
+    void* large = pm_mallocx(kLarge, PM_ARENA(arena));
+    ASSERT_NE(large, nullptr);
+    EXPECT_TRUE(has_flag(vm_flags_of(large), "hg")) << "large run's VmFlags:" << vm_flags_of(large);
+  }
+  EXPECT_EQ(pm_arena_destroy(arena), 0);
+}
+
+// The advice of the chunk that holds the last of 12 MiB of 1 KiB blocks (past the first 4
+// chunks of an arena) that pm_malloc gives the calling thread; the blocks are freed.
+std::string flags_after_12_mib_of_small_blocks() {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 12 * 1024; ++i) blocks.push_back(pm_malloc(1024));
+  const std::string flags = vm_flags_of(blocks.back());
+  for (void* p : blocks) pm_free(p);
+  return flags;
+}
+
+// Under auto, only the first automatic arena (the main thread's here) gets huge pages: a
+// second thread, given an arena of its own, gets chunks advised MADV_NOHUGEPAGE for the same
+// blocks.
+TEST(HugePages, AutoAdvisesHugePagesOnlyInTheFirstAutomaticArena) {
+  const ScopedThp automatic(3);
+  long arenas = 0;
+  ASSERT_EQ(pm_ctl("narenas", &arenas, nullptr), 0);
+  if (arenas < 2) GTEST_SKIP() << "one automatic arena: every thread shares the first";
+  const std::string main_flags = flags_after_12_mib_of_small_blocks();
+  EXPECT_TRUE(has_flag(main_flags, "hg")) << "first arena's VmFlags:" << main_flags;
+  std::string thread_flags;
+  std::thread([&] { thread_flags = flags_after_12_mib_of_small_blocks(); }).join();
+  EXPECT_TRUE(has_flag(thread_flags, "nh")) << "second arena's VmFlags:" << thread_flags;
+  EXPECT_FALSE(has_flag(thread_flags, "hg")) << "second arena's VmFlags:" << thread_flags;
 }
 
 // The reason for auto: 1 byte written in each of 64 large runs of 256 KiB, in chunks of their

@@ -207,7 +207,7 @@ Slab* Arena::next_slab(Bin& bin, unsigned size_class) {
   const SizeClass& sc = kSizeClasses[size_class];
   Slab* slab = slab_pool_.acquire();
   if (slab == nullptr) return nullptr;
-  pal_.next_run_for(ChunkUse::Slabs);
+  pal_.next_run_for(ChunkUse::Dense);
   AllocatedRun r = runs_.alloc(PageCount(sc.slab_pages));
   if (!r.run) {
     slab_pool_.release(slab);
@@ -218,6 +218,7 @@ Slab* Arena::next_slab(Bin& bin, unsigned size_class) {
     page_entry(r.run.chunk, r.run.first + PageCount(i)) =
         PageEntry::slab(slab, size_class, unsigned(i));
   active_pages_ += sc.slab_pages;
+  slab_pages_ += sc.slab_pages;
   bin.current = slab;
   return slab;
 }
@@ -238,6 +239,7 @@ void Arena::release_slab(Slab* slab) {
   tick();
   runs_.free(run);
   active_pages_ -= sc.slab_pages;
+  slab_pages_ -= sc.slab_pages;
   slab_pool_.release(slab);
 }
 
@@ -272,7 +274,8 @@ void* Arena::alloc_large_locked(std::size_t bytes, std::size_t align, bool& zero
   const PageCount pages = PageCount::covering(bytes);
   const PageCount extra(align > kPageSize ? align / kPageSize - 1 : 0);
   tick();
-  pal_.next_run_for(ChunkUse::LargeRuns);
+  const std::size_t large_pages = active_pages_ - slab_pages_ + pages.value();
+  pal_.next_run_for(slab_pages_ >= large_pages ? ChunkUse::Dense : ChunkUse::MaybeSparse);
   AllocatedRun r = runs_.alloc(pages + extra);
   if (!r.run) return nullptr;
   zeroed = r.zeroed;
@@ -401,6 +404,7 @@ void Arena::reset() {
   allocated_ = 0;
   blocks_ = 0;
   active_pages_ = 0;
+  slab_pages_ = 0;
   tick();
 }
 

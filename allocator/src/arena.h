@@ -112,6 +112,9 @@ class Arena {
   Arena& operator=(const Arena&) = delete;
 
   [[nodiscard]] unsigned index() const { return index_; }
+  // Under thp:auto, no chunk of this arena gets huge pages (chunk_pal.h). Requires: no chunk
+  // mapped yet.
+  void avoid_huge_pages() { pal_.avoid_huge_pages(); }
 
   // Live threads the arena was given to (automatic_arenas.h): counted up when a thread is
   // given the arena, down when its thread cache is torn down at its exit.
@@ -286,6 +289,7 @@ class Arena {
   std::size_t allocated_ = 0;
   std::size_t blocks_ = 0;
   std::size_t active_pages_ = 0;
+  std::size_t slab_pages_ = 0;  // of active_pages_, those of slabs
   std::size_t purged_pages_ = 0;
   std::size_t resident_pages_ = 0;    // estimated (growth())
   std::uint64_t full_ms_ = 0;         // when the active pages last reached resident_pages_

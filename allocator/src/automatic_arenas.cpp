@@ -76,6 +76,7 @@ Arena* AutomaticArenas::map_locked(unsigned index) {
       ::mmap(nullptr, kRecordBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return nullptr;
   Arena* a = new (mem) Arena(index, huge_, neighbours(), Arena::LeaveStashesUnwritten{});
+  a->avoid_huge_pages();
   others_[index].store(a, std::memory_order_release);
   return a;
 }

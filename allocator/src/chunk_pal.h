@@ -4,9 +4,10 @@
 // Before a chunk is mapped, the huge blocks' manager beside the arena (if it has one) unmaps
 // as many bytes of the free extents it caches (huge.h), so that a program whose memory moves
 // from huge blocks to small ones does not keep both. Each chunk it maps gets the huge-page
-// advice the thp option asks for (config.h), which under thp:auto depends on what the chunk is
-// mapped for: the arena says, before each run it asks for, whether the run is a slab
-// (ChunkUse).
+// advice the thp option asks for (config.h), which under thp:auto depends on how densely the
+// chunk will be used: the arena says, before each run it asks for, whether the run is a slab
+// or a large run among as many pages of slabs (dense), or a large run that may be touched at
+// one byte in a thousand (ChunkUse).
 #pragma once
 
 #include <cstddef>
@@ -20,9 +21,13 @@
 
 namespace pagemalloc {
 
-// What the run that makes an arena map a chunk is for: slabs fill a chunk densely; a large run
-// may be touched at one byte in a thousand.
-enum class ChunkUse : unsigned char { Slabs, LargeRuns };
+// How densely the run that makes an arena map a chunk (and what follows it there) will be
+// touched. Slabs fill a chunk densely. A large run may be touched at one byte in a thousand,
+// unless its arena's slabs hold at least as many pages as its large runs: then whatever part
+// of the large runs stays untouched at most doubles what the arena makes resident, and the
+// chunk, most of which small blocks will fill, is taken as dense (a heap of strings and tables
+// whose arrays grow by realloc, as an interpreter's).
+enum class ChunkUse : unsigned char { Dense, MaybeSparse };
 
 class ChunkPal {
  public:
@@ -58,6 +63,8 @@ class ChunkPal {
 
   // The run the arena asks for next (and any chunk mapped for it) is for `use`.
   void next_run_for(ChunkUse use) { use_ = use; }
+  // Under auto, every chunk from now on is advised as one that may be used sparsely.
+  void avoid_huge_pages() { huge_pages_under_auto_ = false; }
 
   // Every chunk reserved and not yet released.
   [[nodiscard]] std::span<std::byte* const> chunks() const { return chunks_.all(); }
@@ -67,12 +74,15 @@ class ChunkPal {
   // first chunk never gets MADV_HUGEPAGE: a thread that allocates a little from an arena of
   // its own does not make a whole chunk resident. Under auto, neither do its first
   // kSmallPageChunks: a heap that stays within them (a small program) gains little from huge
-  // pages, and would pay for the unused part of its newest chunk.
+  // pages, and would pay for the unused part of its newest chunk. Nor does a chunk that may be
+  // used sparsely (ChunkUse), nor any chunk of an arena told to avoid them (the automatic
+  // arenas after the first: automatic_arenas.h).
   static constexpr std::size_t kSmallPageChunks = 4;
   void advise_huge_pages(void* p, std::size_t bytes, std::size_t chunks_before) const {
     switch (options().thp.load(std::memory_order_relaxed)) {
       case HugePages::Auto:
-        if (chunks_before >= kSmallPageChunks && use_ == ChunkUse::Slabs)
+        if (huge_pages_under_auto_ && chunks_before >= kSmallPageChunks &&
+            use_ == ChunkUse::Dense)
           return LinuxPal::prefer_huge_pages(p, bytes);
         return LinuxPal::avoid_huge_pages(p, bytes);
       case HugePages::Always:
@@ -85,7 +95,8 @@ class ChunkPal {
 
   const void* arena_;
   HugeManager* huge_;  // may be nullptr
-  ChunkUse use_ = ChunkUse::Slabs;
+  ChunkUse use_ = ChunkUse::Dense;
+  bool huge_pages_under_auto_ = true;
   OsPal os_;
   ChunkList chunks_;
 };

@@ -41,6 +41,7 @@ struct PageMapTally {
   std::size_t large_blocks = 0;
   std::size_t large_bytes = 0;
   std::size_t active_pages = 0;  // slab and large pages
+  std::size_t slab_pages = 0;
   std::size_t free_pages = 0;
   std::size_t dirty_pages = 0;
   std::size_t slabs = 0;
@@ -90,6 +91,7 @@ const char* check_slab(std::byte* chunk, PageIndex first, IsCurrent is_current,
   tally.regions_in_use += in_use;
   tally.region_bytes += in_use * sc.size;
   tally.active_pages += sc.slab_pages;
+  tally.slab_pages += sc.slab_pages;
   tally.slabs += 1;
   tally.listed_slabs += slab->listed ? 1 : 0;
   return nullptr;
@@ -221,6 +223,7 @@ const char* Arena::check_blocks() {
   if (tally.region_bytes + tally.large_bytes != allocated_ + stashed_bytes)
     return "bytes in use are not the bytes handed out plus those stashed";
   if (tally.active_pages != active_pages_) return "slab and large pages are not the active pages";
+  if (tally.slab_pages != slab_pages_) return "the slabs' pages are not the slab pages counted";
   if (tally.free_pages != runs_.free_pages().value())
     return "the page maps' free runs are not the run manager's free pages";
   if (tally.dirty_pages != runs_.dirty_pages().value())
