@@ -1,4 +1,4 @@
-// The automatic arenas' default count (automatic_arenas.h): four per CPU the process may run
+// The automatic arenas' default count (automatic_arenas.h): one per CPU the process may run
 // on, at most kMaxDefaultArenas, the mask read by the system call rather than through glibc.
 #include <gtest/gtest.h>
 
@@ -12,11 +12,11 @@ namespace {
 
 using pagemalloc::AutomaticArenas;
 
-TEST(AutomaticArenas, TheDefaultCountIsFourPerCpuOfTheAffinityMask) {
+TEST(AutomaticArenas, TheDefaultCountIsOnePerCpuOfTheAffinityMask) {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   ASSERT_EQ(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
-  const unsigned expected = std::min(4u * unsigned(CPU_COUNT(&cpus)), AutomaticArenas::kMaxDefaultArenas);
+  const unsigned expected = std::min(unsigned(CPU_COUNT(&cpus)), AutomaticArenas::kMaxDefaultArenas);
   EXPECT_EQ(AutomaticArenas::default_count(), expected);
 }
 
@@ -33,7 +33,7 @@ TEST(AutomaticArenas, TheDefaultCountFollowsANarrowerMask) {
   ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
   const unsigned count = AutomaticArenas::default_count();
   ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
-  EXPECT_EQ(count, 4u);
+  EXPECT_EQ(count, 1u);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ unsigned AutomaticArenas::default_count() {
   const long bytes = ::syscall(SYS_sched_getaffinity, 0, sizeof(mask), mask);
   unsigned n = 0;
   for (long i = 0; i < bytes / long(sizeof(mask[0])); ++i) n += unsigned(std::popcount(mask[i]));
-  const unsigned per_cpu = 4 * (n < 1 ? 1 : n);
+  const unsigned per_cpu = n < 1 ? 1 : n;
   return per_cpu < kMaxDefaultArenas ? per_cpu : kMaxDefaultArenas;
 }
 
