@@ -11,11 +11,14 @@
 //   narenas        number of automatic arenas (default 0: one per CPU, at most 64;
 //                  automatic_arenas.h); above kMaxNarenas it is warned about and lowered
 //   thp            transparent huge pages for arena chunks, as jemalloc's opt.thp:
-//                  auto (the default: a chunk mapped for slabs, once an arena has 4 chunks,
-//                  is advised MADV_HUGEPAGE, since slabs fill it densely; an arena's first 4
-//                  chunks and every chunk mapped for a large run are advised MADV_NOHUGEPAGE,
+//                  auto (the default: a chunk mapped for slabs, or for a large run while the
+//                  arena's slabs hold at least as many pages as its large runs, once an arena
+//                  has 4 chunks, is advised MADV_HUGEPAGE, since it will be used densely; an
+//                  arena's first 4 chunks, the other chunks mapped for large runs and every
+//                  chunk of the automatic arenas after the first are advised MADV_NOHUGEPAGE,
 //                  since a large run may be touched sparsely and a huge page would make all
-//                  2 MiB resident, even where the system's setting is "always"), always
+//                  2 MiB resident, even where the system's setting is "always"; chunk_pal.h),
+//                  always
 //                  (every chunk of an arena after its first MADV_HUGEPAGE), never
 //                  (MADV_NOHUGEPAGE) or default (no advice: the system's setting decides)
 //   background_thread  a thread that advances the decay every so often, so that a program
