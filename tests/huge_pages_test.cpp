@@ -1,11 +1,11 @@
 // The thp option: every chunk an arena maps gets the advice the option names, as the kernel
 // shows it in the mapping's VmFlags (/proc/self/smaps: "hg", "nh"): under "auto", the default,
 // MADV_HUGEPAGE for a chunk mapped for slabs once the arena has 4 chunks, MADV_NOHUGEPAGE for
-// its first 4 and for chunks mapped for large runs while its slabs hold fewer pages than its
-// large runs; under "always" MADV_HUGEPAGE for every chunk
-// after the first; "never" MADV_NOHUGEPAGE; "default" none. A large run touched at one byte
-// faults in no huge page under "auto". And PAGEMALLOC_CONF's parsing of it: a bad value or an
-// unknown key gets one warning and changes nothing.
+// its first 4, for chunks mapped for large runs while its slabs hold fewer pages than its
+// large runs, and for every chunk of the automatic arenas after the first; under "always"
+// MADV_HUGEPAGE for every chunk after the first; "never" MADV_NOHUGEPAGE; "default" none. A
+// large run touched at one byte faults in no huge page under "auto". And PAGEMALLOC_CONF's
+// parsing of it: a bad value or an unknown key gets one warning and changes nothing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
