@@ -162,6 +162,36 @@ TEST(ArenaRemoteFrees, AThreadFreeingOthersBlocksDoesNotGrowItsCache) {
       << "5000 foreign blocks freed: the bin should flush at its first limit, not grow";
 }
 
+// In a larger class, the foreign regions a thread keeps are fewer still: 8 KiB worth, not its
+// cache's first limit (32 KiB worth), so that a consumer of many classes holds little of each.
+TEST(ArenaRemoteFrees, AThreadKeepsAtMostAForeignLimitOfOthersBlocks) {
+  constexpr std::size_t kSize = 1024;
+  constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
+  static_assert(pagemalloc::ThreadCache::foreign_limit(kClass) <
+                pagemalloc::ThreadCache::initial_limit(kClass));
+  std::vector<void*> blocks(2000);
+  for (void*& p : blocks) p = pm_malloc(kSize);
+  ASSERT_GT(pagemalloc::heap().automatic_arena_count(), 1u);
+  const pagemalloc::Arena* mine = pagemalloc::ThreadCache::current()->arena();
+  const pagemalloc::Arena* others = nullptr;
+  std::size_t most = 0;
+  std::thread other([&] {
+    pm_free(pm_malloc(8));  // this thread's cache and arena
+    others = pagemalloc::ThreadCache::current()->arena();
+    const std::size_t before = pagemalloc::ThreadCache::bytes_cached_by_all();
+    for (void* p : blocks) {
+      pm_free(p);
+      const std::size_t now = pagemalloc::ThreadCache::bytes_cached_by_all();
+      most = std::max(most, now > before ? now - before : 0);
+    }
+    pm_purge();
+  });
+  other.join();
+  ASSERT_NE(mine, others) << "the threads should have different arenas";
+  EXPECT_LE(most, pagemalloc::ThreadCache::foreign_limit(kClass) * kSize)
+      << "a thread freeing others' 1 KiB blocks kept more of them than its foreign limit";
+}
+
 // ---------------------------------------------------------------------------------------------
 // Large blocks freed while another thread holds the arena's lock.
 

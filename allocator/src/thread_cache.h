@@ -29,7 +29,10 @@
 // it) goes in through push_foreign, from the slow path, without a lock, and marks its bin
 // mixed: a mixed bin's flush returns each region to the arena that holds it, found through
 // the address map (as jemalloc's tcache flush sorts by arena): to another arena through its
-// inbox of remote frees, without its lock (arena.h).
+// inbox of remote frees, without its lock (arena.h). A mixed bin holds at most
+// foreign_limit(class) regions (8 KiB worth) before it flushes whole: what a thread that
+// frees others' blocks keeps of them is memory their arenas cannot reuse, so it stays small
+// in every class (in a consumer thread, of every class its producers send).
 #pragma once
 
 #include <array>
@@ -63,6 +66,13 @@ constexpr unsigned cache_capacity(unsigned size_class) {
                                        : unsigned(by_bytes);
 }
 
+// The most regions a mixed bin (one holding other arenas' regions) keeps before it flushes:
+// 8 KiB worth, at least 2. Classes up to 128 bytes reach their first limit first.
+constexpr unsigned cache_foreign_limit(unsigned size_class) {
+  const std::size_t by_bytes = (std::size_t{8} << 10) / kSizeClasses[size_class].size;
+  return by_bytes < 2 ? 2 : unsigned(by_bytes);
+}
+
 // Where each class's slots start in a cache's packed area (initial limits, one class after
 // another).
 inline constexpr auto kCacheInitialOffsets = [] {
@@ -88,6 +98,9 @@ class ThreadCache {
  public:
   static constexpr unsigned initial_limit(unsigned size_class) {
     return cache_initial_limit(size_class);
+  }
+  static constexpr unsigned foreign_limit(unsigned size_class) {
+    return cache_foreign_limit(size_class);
   }
   static constexpr std::size_t kBudgetBytes = 1 << 20;  // growth of one thread's limits
   static constexpr unsigned kMaxRefill = 256;           // regions per refill at most
@@ -136,7 +149,12 @@ class ThreadCache {
 
   // Requires: as push; p belongs to another automatic arena than this cache's.
   void push_foreign(unsigned size_class, void* p) {
-    bins_[size_class].mixed = true;
+    Bin& bin = bins_[size_class];
+    const std::uint32_t count = bin.count.load(std::memory_order_relaxed);
+    // A flush of every region clears `mixed`: it is set again after, for p.
+    if (bin.mixed && count >= foreign_limit(size_class) && count < bin.limit)
+      flush(size_class, count);
+    bin.mixed = true;
     push(size_class, p);
   }
 

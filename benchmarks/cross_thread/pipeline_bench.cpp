@@ -43,6 +43,24 @@ struct Totals {
   std::atomic<std::uint64_t> bytes{0};
 };
 
+// Bytes made and not yet freed, and the most there ever were: what any allocator must hold at
+// least, which depends on how far the producers run ahead of the consumers.
+class InFlight {
+ public:
+  void made(std::size_t size) {
+    std::int64_t now = bytes_.fetch_add(static_cast<std::int64_t>(size)) + static_cast<std::int64_t>(size);
+    std::int64_t peak = peak_.load(std::memory_order_relaxed);
+    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+  }
+  void freed(std::size_t size) { bytes_.fetch_sub(static_cast<std::int64_t>(size)); }
+  std::int64_t peak() const { return peak_.load(); }
+
+ private:
+  std::atomic<std::int64_t> bytes_{0};
+  std::atomic<std::int64_t> peak_{0};
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,6 +79,7 @@ int main(int argc, char** argv) {
     queues.push_back(std::make_unique<BoundedQueue<Block>>(arguments["queue"]));
   }
   Totals made, freed;
+  InFlight in_flight;
   std::vector<std::thread> consumers, producers;
   for (std::size_t c = 0; c < pairs; ++c) {
     consumers.emplace_back([&, c] {
@@ -69,6 +88,7 @@ int main(int argc, char** argv) {
       while (queues[c]->take_all(batch)) {
         for (const Block& block : batch) {
           check_and_free(block.pointer, block.size, block.identity);
+          in_flight.freed(block.size);
           ++blocks;
           bytes += block.size;
         }
@@ -84,7 +104,9 @@ int main(int argc, char** argv) {
       for (std::uint64_t i = 0; i < items; ++i) {
         std::size_t size = skewed_size(random);
         std::uint64_t identity = (static_cast<std::uint64_t>(p) << 40) | i;
-        queues[(p + i) % pairs]->push({allocate_tagged(size, identity), size, identity});
+        void* pointer = allocate_tagged(size, identity);
+        in_flight.made(size);
+        queues[(p + i) % pairs]->push({pointer, size, identity});
         bytes += size;
       }
       made.blocks += items;
@@ -101,5 +123,6 @@ int main(int argc, char** argv) {
   }
   fmt::print("pipeline {}: {} blocks, {} bytes handed over and freed, all checked\n",
              arguments.describe(), freed.blocks.load(), freed.bytes.load());
+  fmt::print("peak in flight: {} KiB\n", in_flight.peak() / 1024);
   return 0;
 }

@@ -36,6 +36,7 @@ the verdicts), papers/cross-thread/cross_thread.png and papers/cross-thread/summ
 import dataclasses
 import os
 import random
+import re
 import tempfile
 
 from allocators import PEERS, build_directory
@@ -97,6 +98,9 @@ def run_once(program, allocator, quick, scratch):
                                      scratch, TIMEOUT_SECONDS)
     if sample["ok"]:
         sample["output"] = stdout.strip()
+        found = re.search(r"peak in flight: (\d+) KiB", sample["output"])
+        if found:
+            sample["in_flight_mib"] = int(found.group(1)) / 1024
     return sample
 
 
@@ -137,6 +141,8 @@ def medians(samples):
     out = {metric: median([s[metric] for s in good]) for metric in METRICS}
     out["failed"] = len(samples) - len(good)
     out["switches"] = median([s["voluntary_switches"] + s["involuntary_switches"] for s in good])
+    flights = [s["in_flight_mib"] for s in good if "in_flight_mib" in s]
+    out["in_flight_mib"] = median(flights) if flights else None
     return out
 
 
@@ -233,6 +239,11 @@ def report(info, data):
         header = ["allocator", "wall s", "user s", "sys s", "peak RSS MiB", "voluntary cs",
                   "involuntary cs", "wall / best peer", "RSS / best peer", "sys / glibc",
                   "failed rounds"]
+        if any(by_allocator[a]["in_flight_mib"] is not None for a in ALLOCATORS):
+            # The program reports the most bytes ever made and not yet freed.
+            header.insert(5, "peak in flight MiB")
+            for row, allocator in zip(rows, ALLOCATORS):
+                row.insert(5, fmt_number(by_allocator[allocator]["in_flight_mib"], 1))
         command = " ".join([entry["binary"], *entry["arguments"]])
         sections += [f"### {name}", "", f"{entry['title']} (`{command}`).", "",
                      markdown_table(header, rows), ""]
@@ -271,7 +282,10 @@ def report(info, data):
         " pagemalloc fails every criterion.", "",
         "## Each program, every allocator", "",
         "cs: context switches of the whole process (voluntary: it waited, e.g. on a futex;"
-        " involuntary: it was preempted).", "",
+        " involuntary: it was preempted). Peak in flight (the pipelines): the most bytes the"
+        " producers had made and the consumers not yet freed, as the program counts them: what"
+        " any allocator must hold at least. It depends on how far the producers run ahead of"
+        " the consumers, so an allocator whose producers are slower holds less of it.", "",
         *sections])
     (PAPER / "results.md").write_text(text)
     write_json(PAPER / "summary.json", {"machine": info, "rounds": data["rounds"],
