@@ -192,6 +192,35 @@ TEST(ArenaRemoteFrees, AThreadKeepsAtMostAForeignLimitOfOthersBlocks) {
       << "a thread freeing others' 1 KiB blocks kept more of them than its foreign limit";
 }
 
+// A thread that allocates from the class (its bin has refilled) keeps freeing others' blocks
+// into its cache up to the bin's limit, since its next allocations reuse them.
+TEST(ArenaRemoteFrees, AThreadThatAllocatesTheClassKeepsOthersBlocksToReuse) {
+  constexpr std::size_t kSize = 1024;
+  constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
+  std::vector<void*> blocks(pagemalloc::ThreadCache::initial_limit(kClass));
+  for (void*& p : blocks) p = pm_malloc(kSize);
+  ASSERT_GT(pagemalloc::heap().automatic_arena_count(), 1u);
+  const pagemalloc::Arena* mine = pagemalloc::ThreadCache::current()->arena();
+  const pagemalloc::Arena* others = nullptr;
+  std::size_t most = 0;
+  std::thread other([&] {
+    void* own = pm_malloc(kSize);  // a refill of the class from this thread's arena
+    others = pagemalloc::ThreadCache::current()->arena();
+    const std::size_t before = pagemalloc::ThreadCache::bytes_cached_by_all();
+    for (void* p : blocks) {
+      pm_free(p);
+      const std::size_t now = pagemalloc::ThreadCache::bytes_cached_by_all();
+      most = std::max(most, now > before ? now - before : 0);
+    }
+    pm_free(own);
+    pm_purge();
+  });
+  other.join();
+  ASSERT_NE(mine, others) << "the threads should have different arenas";
+  EXPECT_GT(most, pagemalloc::ThreadCache::foreign_limit(kClass) * kSize)
+      << "a thread allocating 1 KiB blocks flushed others' at the foreign limit";
+}
+
 // ---------------------------------------------------------------------------------------------
 // Large blocks freed while another thread holds the arena's lock.
 

@@ -145,6 +145,7 @@ void* ThreadCache::refill(unsigned size_class) {
   const unsigned batch = bin.limit / 2 < kMaxRefill ? bin.limit / 2 : kMaxRefill;
   std::uint32_t count = arena_->alloc_batch(size_class, bin.slots, batch);
   if (count == 0) return nullptr;
+  bin.refilled = true;
   void* p = bin.slots[--count];
   bin.count.store(count, std::memory_order_relaxed);
   *static_cast<std::uintptr_t*>(p) = 0;
@@ -187,6 +188,7 @@ std::uint32_t ThreadCache::flush(unsigned size_class, unsigned n) {
   if (bin.mixed) [[unlikely]]
     return_to_owners(arena_, bin.slots, n);
   else arena_->free_batch(bin.slots, n, "free");
+  bin.refilled = false;
   for (std::uint32_t i = n; i < count; ++i) bin.slots[i - n] = bin.slots[i];
   bin.count.store(count - n, std::memory_order_relaxed);
   if (count == n) bin.mixed = false;

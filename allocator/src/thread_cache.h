@@ -30,9 +30,10 @@
 // mixed: a mixed bin's flush returns each region to the arena that holds it, found through
 // the address map (as jemalloc's tcache flush sorts by arena): to another arena through its
 // inbox of remote frees, without its lock (arena.h). A mixed bin holds at most
-// foreign_limit(class) regions (8 KiB worth) before it flushes whole: what a thread that
-// frees others' blocks keeps of them is memory their arenas cannot reuse, so it stays small
-// in every class (in a consumer thread, of every class its producers send).
+// foreign_limit(class) regions (8 KiB worth) before it flushes whole, unless the thread
+// allocates from it (it has refilled since its last flush): what a thread that only frees
+// others' blocks keeps of them is memory their arenas cannot reuse, so it stays small in
+// every class (in a consumer thread, of every class its producers send).
 #pragma once
 
 #include <array>
@@ -151,8 +152,10 @@ class ThreadCache {
   void push_foreign(unsigned size_class, void* p) {
     Bin& bin = bins_[size_class];
     const std::uint32_t count = bin.count.load(std::memory_order_relaxed);
-    // A flush of every region clears `mixed`: it is set again after, for p.
-    if (bin.mixed && count >= foreign_limit(size_class) && count < bin.limit)
+    // Only in a bin that has not refilled since it last flushed: a thread that allocates from
+    // it reuses the foreign regions itself. A flush of every region clears `mixed`: it is
+    // set again after, for p.
+    if (bin.mixed && !bin.refilled && count >= foreign_limit(size_class) && count < bin.limit)
       flush(size_class, count);
     bin.mixed = true;
     push(size_class, p);
@@ -202,6 +205,7 @@ class ThreadCache {
     std::uint32_t limit = 0;              // regions it may hold now, <= capacity(class)
     void** slots = nullptr;               // limit slots: the packed area's, or the grown one's
     bool mixed = false;                   // may hold regions of other arenas
+    bool refilled = false;                // refilled from the arena since the last flush
   };
   static ThreadCache* create(Arena& arena);
   // Every kDecayTickCalls pushes: the decay's tick from ordinary calls (decay.h).
