@@ -131,7 +131,9 @@ void Heap::deallocate_small(Arena& owner, PageEntry e, void* p, const char* call
     report_misuse(call, p, "not the start of a block");
   auto* slab = static_cast<Slab*>(e.slab_descriptor());
   // An explicit arena's regions never enter a cache: its reset must find them all.
-  ThreadCache* cache = ThreadCache::get(automatic_.for_thread());
+  ThreadCache* cache = ThreadCache::current();
+  if (cache == nullptr) [[unlikely]]
+    cache = ThreadCache::get(automatic_.for_thread());
   if (cache == nullptr || owner.index() >= automatic_.count() ||
       options().checks.load(std::memory_order_relaxed)) [[unlikely]]
     return owner.free_small(slab, p, call);
