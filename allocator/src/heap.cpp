@@ -149,6 +149,25 @@ void* Heap::allocate_small(unsigned size_class) {
   else cache->push_foreign(size_class, p);
 }
 
+// free's path for a small block of another automatic arena (or of the thread's own that the
+// fast path declined): into the thread's cache as a foreign region. Anything else, a block
+// whose first word holds the freed key among them (which may be a double free), goes through
+// deallocate_unusual.
+void Heap::deallocate_foreign(ThreadCache& cache, Arena& owner, void* p, const char* call) {
+  const PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
+  auto* first_word = static_cast<std::uintptr_t*>(p);
+  if (e.kind() != PageKind::Slab || owner.index() >= automatic_.count() ||
+      options().checks.load(std::memory_order_relaxed) ||
+      *first_word == ThreadCache::freed_key()) [[unlikely]]
+    return deallocate_unusual(p, call);
+  const unsigned size_class = e.size_class();
+  if (!starts_region(p, e, kSizeClasses[size_class])) [[unlikely]]
+    report_misuse(call, p, "not the start of a block");
+  *first_word = ThreadCache::freed_key();
+  if (cache.arena() == &owner) cache.push(size_class, p);
+  else cache.push_foreign(size_class, p);
+}
+
 Heap::Block Heap::locate(const void* p, const char* call) {
   ensure_initialized();
   if (is_chunk_aligned(p)) {
@@ -184,6 +203,17 @@ Heap::Block Heap::locate(const void* p, const char* call) {
 }
 
 void Heap::deallocate_slow(void* p, const char* call) {
+  // First the blocks that threads hand each other: a block of another arena's chunk, freed by
+  // a thread with a cache.
+  if (ThreadCache* cache = ThreadCache::current(); cache != nullptr && !is_chunk_aligned(p)) {
+    const std::uintptr_t entry = address_map().get(chunk_base_of(p));
+    if (AddressMap::tag_of(entry) == AddressMap::kArenaChunk) [[likely]]
+      return deallocate_foreign(*cache, *AddressMap::owner_of<Arena>(entry), p, call);
+  }
+  deallocate_unusual(p, call);
+}
+
+void Heap::deallocate_unusual(void* p, const char* call) {
   ensure_initialized();
   if (p == nullptr) return;
   if (is_chunk_aligned(p)) {

@@ -143,6 +143,9 @@ class Heap {
   static ThreadCache* own_small_block(const void* p, PageEntry& e);
   void deallocate_sized_checked(void* p, std::size_t size, std::size_t align, const char* call);
   void deallocate_small(Arena& owner, PageEntry e, void* p, const char* call);
+  void deallocate_foreign(ThreadCache& cache, Arena& owner, void* p, const char* call);
+  // deallocate_slow's work for every block but those deallocate_foreign takes.
+  void deallocate_unusual(void* p, const char* call);
   std::size_t usable_size_slow(const void* p, const char* call);
   // HugeManager::Neighbours of huge(): context is the heap.
   static void purge_automatic_arenas(void* heap, std::size_t bytes) {
