@@ -125,7 +125,8 @@ void* Heap::allocate_small(unsigned size_class) {
 // The slab's descriptor is not read unless the free goes to the arena or may be a double
 // free: the page's entry gives the class and the offset. A thread freeing another thread's
 // regions would otherwise read a line the owner writes on every refill. Inlined into its one
-// caller, deallocate_slow: every block freed by a thread of another arena comes this way.
+// caller, deallocate_unusual (a small block of an explicit arena, one freed with checks on or
+// by a thread without a cache, or one whose first word holds the freed mark).
 [[gnu::always_inline]] inline void Heap::deallocate_small(Arena& owner, PageEntry e, void* p,
                                                       const char* call) {
   const unsigned size_class = e.size_class();
