@@ -136,29 +136,51 @@ TEST(ArenaRemoteFrees, BlocksFreedByAnotherThreadComeBackToTheirArena) {
   for (void* p : blocks) pm_free(p);
 }
 
+// What a thread other than the main one saw while it freed the main thread's blocks: its
+// arena, and the most the thread caches held above what they held before its first free.
+struct FreedElsewhere {
+  const pagemalloc::Arena* arena = nullptr;
+  std::size_t most_cached = 0;
+};
+
+// On a new thread: `first` (which gives the thread its cache and arena), a free of every
+// block, `last`, and a flush of the thread's cache.
+template <class First, class Last>
+FreedElsewhere free_elsewhere(const std::vector<void*>& blocks, First first, Last last) {
+  FreedElsewhere seen;
+  std::thread other([&] {
+    first();
+    seen.arena = pagemalloc::ThreadCache::current()->arena();
+    const std::size_t before = pagemalloc::ThreadCache::bytes_cached_by_all();
+    for (void* p : blocks) {
+      pm_free(p);
+      const std::size_t now = pagemalloc::ThreadCache::bytes_cached_by_all();
+      seen.most_cached = std::max(seen.most_cached, now > before ? now - before : 0);
+    }
+    last();
+    pm_purge();
+  });
+  other.join();
+  return seen;
+}
+
+std::vector<void*> allocate_blocks(std::size_t count, std::size_t size) {
+  std::vector<void*> blocks(count);
+  for (void*& p : blocks) p = pm_malloc(size);
+  return blocks;
+}
+
 // A thread that only frees other arenas' blocks keeps few of them: its cache's bin for them
 // does not grow past its first limit (it flushes them to their owners instead).
 TEST(ArenaRemoteFrees, AThreadFreeingOthersBlocksDoesNotGrowItsCache) {
   constexpr std::size_t kSize = 64;
   constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
-  std::vector<void*> blocks(5000);
-  for (void*& p : blocks) p = pm_malloc(kSize);
+  const std::vector<void*> blocks = allocate_blocks(5000, kSize);
   ASSERT_GT(pagemalloc::heap().automatic_arena_count(), 1u);
   const pagemalloc::Arena* mine = pagemalloc::ThreadCache::current()->arena();
-  const pagemalloc::Arena* others = nullptr;
-  std::size_t grew = 0;
-  std::thread other([&] {
-    pm_free(pm_malloc(kSize));  // this thread's cache and arena
-    others = pagemalloc::ThreadCache::current()->arena();
-    const std::size_t before = pagemalloc::ThreadCache::bytes_cached_by_all();
-    for (void* p : blocks) pm_free(p);
-    const std::size_t after = pagemalloc::ThreadCache::bytes_cached_by_all();
-    grew = after > before ? after - before : 0;
-    pm_purge();
-  });
-  other.join();
-  ASSERT_NE(mine, others) << "the threads should have different arenas";
-  EXPECT_LE(grew, pagemalloc::ThreadCache::initial_limit(kClass) * kSize)
+  const FreedElsewhere seen = free_elsewhere(blocks, [] { pm_free(pm_malloc(kSize)); }, [] {});
+  ASSERT_NE(mine, seen.arena) << "the threads should have different arenas";
+  EXPECT_LE(seen.most_cached, pagemalloc::ThreadCache::initial_limit(kClass) * kSize)
       << "5000 foreign blocks freed: the bin should flush at its first limit, not grow";
 }
 
@@ -169,26 +191,13 @@ TEST(ArenaRemoteFrees, AThreadKeepsAtMostAForeignLimitOfOthersBlocks) {
   constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
   static_assert(pagemalloc::ThreadCache::foreign_limit(kClass) <
                 pagemalloc::ThreadCache::initial_limit(kClass));
-  std::vector<void*> blocks(2000);
-  for (void*& p : blocks) p = pm_malloc(kSize);
+  const std::vector<void*> blocks = allocate_blocks(2000, kSize);
   ASSERT_GT(pagemalloc::heap().automatic_arena_count(), 1u);
   const pagemalloc::Arena* mine = pagemalloc::ThreadCache::current()->arena();
-  const pagemalloc::Arena* others = nullptr;
-  std::size_t most = 0;
-  std::thread other([&] {
-    pm_free(pm_malloc(8));  // this thread's cache and arena
-    others = pagemalloc::ThreadCache::current()->arena();
-    const std::size_t before = pagemalloc::ThreadCache::bytes_cached_by_all();
-    for (void* p : blocks) {
-      pm_free(p);
-      const std::size_t now = pagemalloc::ThreadCache::bytes_cached_by_all();
-      most = std::max(most, now > before ? now - before : 0);
-    }
-    pm_purge();
-  });
-  other.join();
-  ASSERT_NE(mine, others) << "the threads should have different arenas";
-  EXPECT_LE(most, pagemalloc::ThreadCache::foreign_limit(kClass) * kSize)
+  // The thread's own block is of another class: its 1 KiB bin never refills.
+  const FreedElsewhere seen = free_elsewhere(blocks, [] { pm_free(pm_malloc(8)); }, [] {});
+  ASSERT_NE(mine, seen.arena) << "the threads should have different arenas";
+  EXPECT_LE(seen.most_cached, pagemalloc::ThreadCache::foreign_limit(kClass) * kSize)
       << "a thread freeing others' 1 KiB blocks kept more of them than its foreign limit";
 }
 
@@ -197,27 +206,15 @@ TEST(ArenaRemoteFrees, AThreadKeepsAtMostAForeignLimitOfOthersBlocks) {
 TEST(ArenaRemoteFrees, AThreadThatAllocatesTheClassKeepsOthersBlocksToReuse) {
   constexpr std::size_t kSize = 1024;
   constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
-  std::vector<void*> blocks(pagemalloc::ThreadCache::initial_limit(kClass));
-  for (void*& p : blocks) p = pm_malloc(kSize);
+  const std::vector<void*> blocks =
+      allocate_blocks(pagemalloc::ThreadCache::initial_limit(kClass), kSize);
   ASSERT_GT(pagemalloc::heap().automatic_arena_count(), 1u);
   const pagemalloc::Arena* mine = pagemalloc::ThreadCache::current()->arena();
-  const pagemalloc::Arena* others = nullptr;
-  std::size_t most = 0;
-  std::thread other([&] {
-    void* own = pm_malloc(kSize);  // a refill of the class from this thread's arena
-    others = pagemalloc::ThreadCache::current()->arena();
-    const std::size_t before = pagemalloc::ThreadCache::bytes_cached_by_all();
-    for (void* p : blocks) {
-      pm_free(p);
-      const std::size_t now = pagemalloc::ThreadCache::bytes_cached_by_all();
-      most = std::max(most, now > before ? now - before : 0);
-    }
-    pm_free(own);
-    pm_purge();
-  });
-  other.join();
-  ASSERT_NE(mine, others) << "the threads should have different arenas";
-  EXPECT_GT(most, pagemalloc::ThreadCache::foreign_limit(kClass) * kSize)
+  void* own = nullptr;  // a refill of the class from the other thread's arena
+  const FreedElsewhere seen =
+      free_elsewhere(blocks, [&] { own = pm_malloc(kSize); }, [&] { pm_free(own); });
+  ASSERT_NE(mine, seen.arena) << "the threads should have different arenas";
+  EXPECT_GT(seen.most_cached, pagemalloc::ThreadCache::foreign_limit(kClass) * kSize)
       << "a thread allocating 1 KiB blocks flushed others' at the foreign limit";
 }
 
