@@ -122,6 +122,15 @@ void* Heap::allocate_small(unsigned size_class) {
   return mine.alloc_small(size_class);
 }
 
+// A freed region of `owner` into the thread's cache: its first word marked, pushed as the
+// cache's own or as a foreign region.
+[[gnu::always_inline]] static inline void cache_freed_region(ThreadCache& cache, Arena& owner,
+                                                           unsigned size_class, void* p) {
+  *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
+  if (cache.arena() == &owner) cache.push(size_class, p);
+  else cache.push_foreign(size_class, p);
+}
+
 // The slab's descriptor is not read unless the free goes to the arena or may be a double
 // free: the page's entry gives the class and the offset. A thread freeing another thread's
 // regions would otherwise read a line the owner writes on every refill. Inlined into its one
@@ -145,9 +154,7 @@ void* Heap::allocate_small(unsigned size_class) {
     if (cache->holds(size_class, p) || owner.region_is_free(slab, p))
       report_misuse(call, p, "double free");
   }
-  *first_word = ThreadCache::freed_key();
-  if (cache->arena() == &owner) cache->push(size_class, p);
-  else cache->push_foreign(size_class, p);
+  cache_freed_region(*cache, owner, size_class, p);
 }
 
 // free's path for a small block of another automatic arena (or of the thread's own that the
@@ -164,9 +171,7 @@ void Heap::deallocate_foreign(ThreadCache& cache, Arena& owner, void* p, const c
   const unsigned size_class = e.size_class();
   if (!starts_region(p, e, kSizeClasses[size_class])) [[unlikely]]
     report_misuse(call, p, "not the start of a block");
-  *first_word = ThreadCache::freed_key();
-  if (cache.arena() == &owner) cache.push(size_class, p);
-  else cache.push_foreign(size_class, p);
+  cache_freed_region(cache, owner, size_class, p);
 }
 
 Heap::Block Heap::locate(const void* p, const char* call) {

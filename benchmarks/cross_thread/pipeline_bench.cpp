@@ -10,8 +10,9 @@
 // 129 B-4 KiB, 10% of 4-64 KiB, 5% of 64-300 KiB (uniform within each band; 13 KB on
 // average). A block is touched on every page when made and checked on every page before it is
 // freed; at the end the consumers' count and byte total must equal the producers'. Memory in flight
-// is bounded by the queues (pairs x queue blocks), so peak RSS shows what an allocator keeps of
-// freed memory.
+// is bounded by the queues (pairs x queue blocks); the program prints the most bytes it ever had
+// in flight (made, not yet freed), so that peak RSS can be set against it: how far the producers
+// run ahead, and with them the memory in flight, depends on the allocator's speed.
 //
 // Modelled on the producer-consumer workloads of the allocator literature: xmalloc-test (Chuck
 // Lever and David Boreham, "malloc() Performance in a Multithreaded Linux Environment", USENIX
@@ -48,7 +49,8 @@ struct Totals {
 class InFlight {
  public:
   void made(std::size_t size) {
-    std::int64_t now = bytes_.fetch_add(static_cast<std::int64_t>(size)) + static_cast<std::int64_t>(size);
+    const auto bytes = static_cast<std::int64_t>(size);
+    const std::int64_t now = bytes_.fetch_add(bytes) + bytes;
     std::int64_t peak = peak_.load(std::memory_order_relaxed);
     while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
     }
