@@ -4,7 +4,8 @@
 // "context" object of --benchmark_out=x.json, so a result file says by itself which pagemalloc
 // build produced it and under which system settings that change the numbers:
 //
-//   pagemalloc.runs       the run manager the library was built with (PAGEMALLOC_RUNS)
+//   pagemalloc.runs       the run manager the library was built with (PAGEMALLOC_RUNS, or the
+//                         preset's: cmake/design.cmake)
 //   pagemalloc.counters   whether the run managers count their work (PAGEMALLOC_COUNTERS)
 //   pagemalloc.checks     whether full misuse detection is always on (PAGEMALLOC_CHECKS)
 //   pagemalloc.decay_ms   the purge decay at start (pm_ctl "decay_ms"), or "unknown"

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "build_config.h"
 #include "pagemalloc/pagemalloc.h"
 
 namespace {
@@ -49,6 +50,11 @@ class DecayTicker : public ::testing::Test {
 };
 
 TEST_F(DecayTicker, SmallCallsReturnAFreedRunsPagesAfterTheDecay) {
+  // Where a slab goes back to the run manager as soon as it empties (the 2008 designs:
+  // presets.h), the small calls below keep taking slabs from the freed run and giving them
+  // back: each merge makes the run freshly freed again, so it never ages past the decay.
+  if (pagemalloc::BuildConfig::kReleaseCurrentSlab)
+    GTEST_SKIP() << "slabs released and taken again beside the run keep it young";
   constexpr std::size_t kBlock = 1 << 20;  // a large run
   auto* p = static_cast<char*>(pm_malloc(kBlock));
   ASSERT_NE(p, nullptr);

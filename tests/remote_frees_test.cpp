@@ -120,7 +120,9 @@ TEST(ArenaRemoteFrees, BlocksFreedByAnotherThreadComeBackToTheirArena) {
   std::thread other([&] {
     // This thread's arena differs from the main thread's when there are several arenas.
     for (void* p : blocks) pm_free(p);
-    pm_purge();  // flushes this thread's cache: the foreign regions go to the owner's inbox
+    // Flushes this thread's cache: the foreign regions go to the owner's inbox. (Without
+    // caches each went to its arena at once, and a purge would unmap what is to be reused.)
+    if (pagemalloc::BuildConfig::kThreadCaches) pm_purge();
   });
   other.join();
   const char* problem = pagemalloc::heap().check_invariants();
@@ -173,6 +175,8 @@ std::vector<void*> allocate_blocks(std::size_t count, std::size_t size) {
 // A thread that only frees other arenas' blocks keeps few of them: its cache's bin for them
 // does not grow past its first limit (it flushes them to their owners instead).
 TEST(ArenaRemoteFrees, AThreadFreeingOthersBlocksDoesNotGrowItsCache) {
+  if (!pagemalloc::BuildConfig::kThreadCaches)
+    GTEST_SKIP() << "a design without thread caches frees every block to its arena at once";
   constexpr std::size_t kSize = 64;
   constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
   const std::vector<void*> blocks = allocate_blocks(5000, kSize);
@@ -187,6 +191,8 @@ TEST(ArenaRemoteFrees, AThreadFreeingOthersBlocksDoesNotGrowItsCache) {
 // In a larger class, the foreign regions a thread keeps are fewer still: 8 KiB worth, not its
 // cache's first limit (32 KiB worth), so that a consumer of many classes holds little of each.
 TEST(ArenaRemoteFrees, AThreadKeepsAtMostAForeignLimitOfOthersBlocks) {
+  if (!pagemalloc::BuildConfig::kThreadCaches)
+    GTEST_SKIP() << "a design without thread caches frees every block to its arena at once";
   constexpr std::size_t kSize = 1024;
   constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
   static_assert(pagemalloc::ThreadCache::foreign_limit(kClass) <
@@ -204,6 +210,8 @@ TEST(ArenaRemoteFrees, AThreadKeepsAtMostAForeignLimitOfOthersBlocks) {
 // A thread that allocates from the class (its bin has refilled) keeps freeing others' blocks
 // into its cache up to the bin's limit, since its next allocations reuse them.
 TEST(ArenaRemoteFrees, AThreadThatAllocatesTheClassKeepsOthersBlocksToReuse) {
+  if (!pagemalloc::BuildConfig::kThreadCaches)
+    GTEST_SKIP() << "a design without thread caches frees every block to its arena at once";
   constexpr std::size_t kSize = 1024;
   constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
   const std::vector<void*> blocks =

@@ -100,7 +100,9 @@ constexpr std::size_t kMaxSmall = pagemalloc::kMaxSmallSize;
 constexpr std::size_t kMaxLarge = 1 * MiB;
 constexpr std::size_t kMaxHuge = kChunkSize + 4 * MiB;  // huge blocks start above kChunkSize
 static_assert(kMaxLarge < kChunkSize);
-constexpr std::size_t kFullyCheckedBytes = kMaxSmall;
+// Small blocks are checked whole; a larger one (at least 16 KiB: past a page, also where the
+// small sizes end at 2 KiB) at its ends and every kSampleStride.
+constexpr std::size_t kFullyCheckedBytes = std::max<std::size_t>(kMaxSmall, 16 * 1024);
 constexpr std::size_t kSampleStride = kPageSize;
 constexpr std::size_t kZeroAlignment = 64;
 

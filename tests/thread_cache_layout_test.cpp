@@ -35,6 +35,7 @@ std::size_t resident_pages(const void* begin, std::size_t bytes) {
 // A new thread that allocates and frees a block of each of 40 classes touches the pages of its
 // record's header and of the packed area's first 40 stacks (about 7), not one page per class.
 TEST(ThreadCacheLayout, ManyClassesTouchFewPagesOfTheRecord) {
+  if (!pagemalloc::BuildConfig::kThreadCaches) GTEST_SKIP() << "a design without thread caches";
   std::size_t pages = 0;
   std::thread thread([&] {
     for (unsigned c = 0; c < 40; ++c) pm_free(pm_malloc(kSizeClasses[c].size));
@@ -50,6 +51,7 @@ TEST(ThreadCacheLayout, ManyClassesTouchFewPagesOfTheRecord) {
 // it holds, it grows: to the packed area of small growths while its limit is at most
 // kPackedGrowth, then to the class's own room, and every block comes back.
 TEST(ThreadCacheLayout, AGrowingStackMovesToPackedRoomThenToItsOwn) {
+  if (!pagemalloc::BuildConfig::kThreadCaches) GTEST_SKIP() << "a design without thread caches";
   constexpr std::size_t kSize = 64;
   constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
   static_assert(ThreadCache::initial_limit(kClass) * 2 <= pagemalloc::kPackedGrowth);

@@ -3,11 +3,14 @@
 #
 #   bash tools/test.sh            (from any directory; as root or with sudo for missing packages)
 #
-# Installs missing Debian packages, then configures, builds and tests five trees (see
+# Installs missing Debian packages, then configures, builds and tests eight trees (see
 # CMakePresets.json):
 #   build/release    Release: every test, including the LD_PRELOAD drop-in tests of real programs
 #   build/hybrid     the same with the hybrid run manager (PAGEMALLOC_RUNS=hybrid)
 #   build/rbtree     the same with the rbtree run manager (PAGEMALLOC_RUNS=rbtree)
+#   build/je2008-trees, build/je2008-fixed, build/je2008-pagemap
+#                    the same, every test, in the 2008 design (PAGEMALLOC_PRESET: no thread
+#                    caches, one arena, slabs up to 2 KiB) with each run manager
 #   build/sanitize   RelWithDebInfo with ASan+UBSan: the tests labelled `unit`
 #   build/tsan       RelWithDebInfo with ThreadSanitizer: the threaded tests (label `threads`,
 #                    the only ones this tree builds), run with address-space randomization off
@@ -73,6 +76,9 @@ run_tree() {
 run_tree release
 run_tree hybrid
 run_tree rbtree
+run_tree je2008-trees
+run_tree je2008-fixed
+run_tree je2008-pagemap
 run_tree sanitize --label-regex '^unit$'
 if setarch "$(uname -m)" -R true 2>/dev/null; then
   test_launcher=(setarch "$(uname -m)" -R)

@@ -6,9 +6,23 @@
 
 #include "clock.h"
 #include "config.h"
+#include "decay.h"
 #include "diagnostics.h"
 
 namespace pagemalloc {
+
+namespace {
+
+// The allocated runs' tree's search for the run at p (AllocatedRunsTree::pages_of). Only a
+// design with the tree (BuildConfig::kAllocatedRunsTree) calls it; with any other run
+// manager it compiles to nothing.
+template <class Runs>
+PageCount pages_in_allocated_runs_tree(Runs& runs, const void* p) {
+  if constexpr (requires { runs.pages_of(p); }) return runs.pages_of(p);
+  else return PageCount(0);
+}
+
+}  // namespace
 
 void* Arena::alloc_small(unsigned size_class) {
   void* p = nullptr;
@@ -50,8 +64,11 @@ unsigned Arena::alloc_batch_locked(unsigned size_class, void** out, unsigned n) 
 }
 
 void Arena::free_small(Slab* slab, void* p, const char* call) {
-  LockGuard guard(lock_);
-  give_back(slab, p, call);
+  {
+    LockGuard guard(lock_);
+    give_back(slab, p, call);
+  }
+  if constexpr (!BuildConfig::kThreadCaches) count_uncached_free();
 }
 
 void Arena::free_batch(void* const* regions, unsigned n, const char* call) {
@@ -65,7 +82,8 @@ void Arena::free_batch_locked(void* const* regions, unsigned n, const char* call
   const unsigned size_class =
       page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
   Bin& bin = bins_[size_class];
-  if (bin.stashed + n <= stash_capacity(size_class)) {  // one class per batch: a cache's bin
+  if (BuildConfig::kTransferStash &&
+      bin.stashed + n <= stash_capacity(size_class)) {  // one class per batch: a cache's bin
     std::memcpy(stash_of(size_class) + bin.stashed, regions, n * sizeof(void*));
     bin.stashed += n;
     allocated_ -= std::size_t(n) * kSizeClasses[size_class].size;
@@ -117,7 +135,7 @@ void Arena::collect_remote(unsigned size_class) {
   const std::size_t size = kSizeClasses[size_class].size;
   Bin& bin = bins_[size_class];
   auto give = [&](void* p) {
-    if (bin.stashed < stash_capacity(size_class)) {
+    if (BuildConfig::kTransferStash && bin.stashed < stash_capacity(size_class)) {
       stash_of(size_class)[bin.stashed++] = p;
       allocated_ -= size;
       --blocks_;
@@ -185,7 +203,15 @@ void Arena::give_back(Slab* slab, void* p, const char* call) {
   allocated_ -= sc.size;
   --blocks_;
   Bin& bin = bins_[slab->size_class];
-  if (slab == bin.current) return;
+  if (slab == bin.current) {
+    // In a 2008 design (BuildConfig::kReleaseCurrentSlab) even the slab being allocated from
+    // goes back to the run manager when it empties; today's keeps it for the next refill.
+    if (BuildConfig::kReleaseCurrentSlab && slab->empty()) {
+      bin.current = nullptr;
+      release_slab(slab);
+    }
+    return;
+  }
   if (slab->empty()) {
     if (slab->listed) bin.partial.remove(slab);
     release_slab(slab);
@@ -322,6 +348,9 @@ void Arena::free_large(void* p, PageCount pages, const char* call) {
 
 // Requires: lock_ held.
 void Arena::free_large_locked(void* p, PageCount pages, const char* call) {
+  // The 2008 design took a large block's length from the allocated runs' tree
+  // (arena_dalloc_large): a search, where the page map's entry serves today's.
+  if constexpr (BuildConfig::kAllocatedRunsTree) pages = pages_in_allocated_runs_tree(runs_, p);
   Run run = Run::at(p, pages);
   PageEntry& entry = page_entry(run.chunk, run.first);
   if (entry.kind() != PageKind::Large || entry.pages() != pages) [[unlikely]] {
@@ -342,6 +371,15 @@ void Arena::free_deferred_large() {
     const PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
     free_large_locked(p, e.pages(), "free");
   });
+}
+
+PageCount Arena::large_pages(const void* p, PageEntry e) {
+  if constexpr (BuildConfig::kAllocatedRunsTree) {
+    LockGuard guard(lock_);
+    return pages_in_allocated_runs_tree(runs_, p);
+  } else {
+    return e.pages();
+  }
 }
 
 bool Arena::resize_large(void* p, PageCount pages, PageCount want) {

@@ -28,7 +28,7 @@
 #include "pagemap/intrusive_list.h"
 #include "pagemap/page_map.h"
 #include "remote_frees.h"
-#include "runs.h"
+#include "build_config.h"
 #include "size_classes.h"
 #include "slab.h"
 
@@ -153,6 +153,10 @@ class Arena {
   // large blocks (without the lock) that the holder, or the next thread to take the lock,
   // frees. So a thread freeing another thread's large blocks never queues behind it.
   void free_large(void* p, PageCount pages, const char* call = "free");
+  // The length of the large block at p, whose page-map entry is e: the entry's, or in a
+  // design that keeps its allocated runs in a tree (BuildConfig::kAllocatedRunsTree) a search
+  // of it under the lock, as jemalloc's arena_salloc did in 2008. 0 pages: no block there.
+  PageCount large_pages(const void* p, PageEntry e);
   // Grows or shrinks the large block at p (pages long) to `want` pages without moving it.
   bool resize_large(void* p, PageCount pages, PageCount want);
 

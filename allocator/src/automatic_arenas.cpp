@@ -22,6 +22,7 @@ constexpr std::size_t kRecordBytes = (sizeof(Arena) + kPageSize - 1) / kPageSize
 // pages of libc's text that nothing else a small program runs touches (some 30 KiB resident
 // by fault-around, in every process), and syscall() lies beside mmap.
 unsigned AutomaticArenas::default_count() {
+  if constexpr (BuildConfig::kArenas != 0) return BuildConfig::kArenas;  // the design's number
   std::uint64_t mask[1024 / 64] = {};  // on the stack: this runs inside the first malloc
   const long bytes = ::syscall(SYS_sched_getaffinity, 0, sizeof(mask), mask);
   unsigned n = 0;

@@ -58,7 +58,8 @@ class AutomaticArenas {
     count_.store(1, std::memory_order_release);
   }
 
-  // One per CPU of the process's affinity mask, at most kMaxDefaultArenas.
+  // One per CPU of the process's affinity mask, at most kMaxDefaultArenas; or as many as the
+  // design says (BuildConfig::kArenas, when not 0).
   static unsigned default_count();
   // Sets the number of arenas (clamped to 1 .. kMaxArenas). Requires: called once, after
   // start(), before any thread was given an arena.

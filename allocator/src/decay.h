@@ -7,6 +7,7 @@
 //   path: on malloc's, its read-modify-write cost a tight allocation loop 10% of its time. At
 //   most one such call per kDecayTickMs, over all threads, goes on to tick every automatic
 //   arena and the huge blocks' manager whose lock is free (it never waits for a lock).
+//   In a design without thread caches, the frees of small blocks to their arenas count.
 // - The background thread (PAGEMALLOC_CONF=background_thread:true, or pm_ctl): wakes every
 //   background_period_ms() and ticks every arena and huge manager, explicit ones included,
 //   under their locks. It starts when the heap is initialized with the option set, or when
@@ -23,6 +24,17 @@ inline constexpr std::uint64_t kDecayTickMs = 100;
 
 // Called by a thread cache every kDecayTickCalls frees. Requires: no lock held.
 void decay_tick_from_calls();
+
+// A small block freed without a thread cache (to its arena, under the lock): in a design
+// without caches (BuildConfig::kThreadCaches), every kDecayTickCalls such frees of a thread
+// tick the decay as a cache's would. Requires: no lock held.
+inline void count_uncached_free() {
+  static constinit thread_local std::uint32_t t_frees = 0;
+  if (++t_frees == kDecayTickCalls) [[unlikely]] {
+    t_frees = 0;
+    decay_tick_from_calls();
+  }
+}
 
 // How long the background thread sleeps between ticks: an eighth of decay_ms, between 10 ms
 // and 1 s (1 s when the decay is off).

@@ -200,9 +200,12 @@ Heap::Block Heap::locate(const void* p, const char* call) {
       if (!starts_region(p, e, sc)) report_misuse(call, p, "not the start of a block");
       return {BlockKind::Small, sc.size, e.size_class(), arena, nullptr};
     }
-    case PageKind::Large:
+    case PageKind::Large: {
       if (!is_aligned(p, kPageSize)) report_misuse(call, p, "not the start of a block");
-      return {BlockKind::Large, e.pages().bytes(), 0, arena, nullptr};
+      const PageCount pages = arena->large_pages(p, e);
+      if (pages.value() == 0) report_misuse(call, p, "not a live block (already freed?)");
+      return {BlockKind::Large, pages.bytes(), 0, arena, nullptr};
+    }
     case PageKind::Free: report_misuse(call, p, "not a live block (already freed?)");
     default: report_misuse(call, p, "not the start of a block");
   }
@@ -285,6 +288,12 @@ void* Heap::reallocate(void* p, std::size_t size, std::size_t align, bool zero, 
         if (want.size_class == old.size_class) return p;
         break;
       case BlockKind::Large:
+        // A bump arena's blocks of the sizes its bump path serves are bumped (pm_nallocx says
+        // so): an ordinary block of one does not shrink into them in place, it moves. (Only
+        // where slabs end below kBumpMaxBlock is there such a large size: presets.h.)
+        if (kMaxSmallSize < kBumpMaxBlock &&
+            bumped_usable_size(old.arena->index(), size, align) != 0)
+          break;
         if (want.usable == old.usable) return p;
         if (old.arena->resize_large(p, PageCount::covering(old.usable),
                                     PageCount::covering(size))) {

@@ -1,11 +1,12 @@
 // Size classes: the sizes a small request is rounded up to, and the slab that holds each.
 //
 // Classes are 8, then multiples of 16 up to 128, then eight per doubling up to 16 KiB
-// (144, 160, ..., 256, 288, 320, ...), as mimalloc's. A request above 128 bytes wastes at
+// (144, 160, ..., 256, 288, 320, ...), as mimalloc's; up to 2 KiB in a build whose design
+// says so (BuildConfig::kMaxSmallSize, presets.h). A request above 128 bytes wastes at
 // most 1/8 of its block (four per doubling, as jemalloc's, lose up to a quarter: a program's
 // most common object of 392 bytes takes 448 there, 416 here); below, waste is under the
-// 16-byte alignment granule. Every request above 16 KiB is a run of whole pages (at most 20%
-// waste, at 16 KiB + 1).
+// 16-byte alignment granule. Every request above the largest class is a run of whole pages
+// (at most 20% waste, at 16 KiB + 1).
 //
 // A slab is a run of 1..16 pages cut into equal regions of one class; its geometry is chosen
 // at compile time so that the tail it cannot use is small. Region index = offset * magic >> 32
@@ -18,11 +19,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "build_config.h"
 #include "pagemap/pages.h"
 
 namespace pagemalloc {
 
-inline constexpr std::size_t kMaxSmallSize = 16384;
+inline constexpr std::size_t kMaxSmallSize = BuildConfig::kMaxSmallSize;
+static_assert(kMaxSmallSize == 2048 || kMaxSmallSize == 16384);
 inline constexpr std::size_t kMaxSlabRegions = 512;
 inline constexpr std::size_t kMaxSlabPages = 16;
 inline constexpr std::uint32_t kClassesPerDoubling = 8;  // above 128 bytes
@@ -82,7 +85,7 @@ constexpr auto make_classes() {
 
 inline constexpr auto kSizeClasses = detail::make_classes();
 inline constexpr std::size_t kNumClasses = kSizeClasses.size();
-static_assert(kNumClasses == 65);
+static_assert(kNumClasses == (kMaxSmallSize == 16384 ? 65 : 41));
 static_assert(kSizeClasses.back().size == kMaxSmallSize);
 
 namespace detail {

@@ -117,14 +117,16 @@ class ThreadCache {
   ThreadCache(const ThreadCache&) = delete;
   ThreadCache& operator=(const ThreadCache&) = delete;
 
-  // The calling thread's cache, created on first use; nullptr while it must be bypassed.
+  // The calling thread's cache, created on first use; nullptr while it must be bypassed, and
+  // always in a design without thread caches (BuildConfig::kThreadCaches).
   static ThreadCache* get(Arena& arena) {
+    if constexpr (!BuildConfig::kThreadCaches) return nullptr;
     if (current_ != nullptr) [[likely]]
       return current_;
     return create(arena);
   }
   // The calling thread's cache if it has one.
-  static ThreadCache* current() { return current_; }
+  static ThreadCache* current() { return BuildConfig::kThreadCaches ? current_ : nullptr; }
 
   // The arena it takes regions from and returns them to; only regions of this arena enter it.
   [[nodiscard]] Arena* arena() const { return arena_; }

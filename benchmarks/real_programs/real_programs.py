@@ -100,7 +100,7 @@ GLIBC = "glibc"
 PACKAGES = ["libc6", "python3.11", "perl", "lua5.4", "ruby3.1", "libruby3.1", "sqlite3",
             "libsqlite3-0", "g++-12", "cpp-12", "binutils", "jq", "libjq1", "redis-server",
             "redis-tools", "libjemalloc2", "libmimalloc2.0", "libtcmalloc-minimal4",
-            "libgoogle-perftools4"]
+            "libgoogle-perftools4", "duktape", "mujs"]
 
 # Symbols whose binding targets are recorded in the LD_DEBUG=bindings check.
 ALLOCATION_SYMBOLS = [
@@ -206,7 +206,8 @@ def cmake_build_facts(library):
         cache = os.path.join(directory, "CMakeCache.txt")
         if os.path.isfile(cache):
             facts = {"build_directory": directory}
-            wanted = ("CMAKE_BUILD_TYPE", "CMAKE_HOME_DIRECTORY", "PAGEMALLOC_RUNS",
+            wanted = ("CMAKE_BUILD_TYPE", "CMAKE_HOME_DIRECTORY", "PAGEMALLOC_PRESET",
+                      "PAGEMALLOC_RUNS_RESOLVED",
                       "PAGEMALLOC_COUNTERS", "PAGEMALLOC_CHECKS", "PAGEMALLOC_SANITIZE")
             with open(cache, encoding="utf-8", errors="replace") as source:
                 for line in source:
@@ -642,9 +643,41 @@ class RedisProgram(Program):
                       output, failure, extra)
 
 
+class JavaScriptProgram(Program):
+    """A JavaScript engine that allocates through malloc, on a SunSpider-like script
+    (workloads/js_suite.js): the kind of workload the 2008 tree-overhead claim was measured on.
+    The script generates its own data; it takes no input file."""
+
+    def command(self, run_directory):
+        return [self.executable, os.path.join(WORKLOADS, "js_suite.js")]
+
+
+class DuktapeProgram(JavaScriptProgram):
+    executable = "/usr/bin/duk"
+
+
+class MujsProgram(JavaScriptProgram):
+    executable = "/usr/bin/mujs"
+
+
+class GcArenaChurnProgram(Program):
+    """A garbage collector's 4 KiB arenas from posix_memalign(4096, 4096) in waves beside
+    small objects (benchmarks/memory/gc_arena_churn.c, SpiderMonkey 1.8's pattern), as built
+    in the release tree."""
+    executable = os.path.join(REPOSITORY_ROOT, "build", "release", "benchmarks", "memory",
+                              "gc_arena_churn")
+
+    def command(self, run_directory):
+        return [self.executable]
+
+
 PROGRAM_CLASSES = {"python": PythonProgram, "perl": PerlProgram, "lua": LuaProgram,
                    "ruby": RubyProgram, "sqlite": SqliteProgram, "gxx": GxxProgram,
-                   "jq": JqProgram, "redis": RedisProgram}
+                   "jq": JqProgram, "redis": RedisProgram,
+                   "duk": DuktapeProgram, "mujs": MujsProgram, "gc-churn": GcArenaChurnProgram}
+# The programs run when --programs names none: the eight of the allocator comparison. The
+# JavaScript engines and gc-churn are for the tree-overhead study's 2008 designs.
+DEFAULT_PROGRAMS = ["python", "perl", "lua", "ruby", "sqlite", "gxx", "jq", "redis"]
 REQUIRED_TOOLS = {"redis": [RedisProgram.client, RedisProgram.benchmark]}
 
 
@@ -871,7 +904,8 @@ def parse_arguments(argv):
                         help="add or replace a peer allocator library (default: jemalloc, "
                              "mimalloc, tcmalloc from Debian)")
     parser.add_argument("--allocators", help="comma-separated subset of allocator names")
-    parser.add_argument("--programs", help="comma-separated subset of: "
+    parser.add_argument("--programs", help="comma-separated programs (default: all "
+                                           "but duk, mujs and gc-churn) of: "
                                            + ",".join(PROGRAM_CLASSES))
     parser.add_argument("--rounds", type=int, help="rounds (default 5; --quick: 1)")
     parser.add_argument("--quick", action="store_true",
@@ -918,7 +952,7 @@ def main(argv=None):
     machine = machine_facts()
     try:
         allocators = make_allocators(args)
-        names = list(PROGRAM_CLASSES)
+        names = list(DEFAULT_PROGRAMS)
         if args.programs:
             names = args.programs.split(",")
             unknown = [n for n in names if n not in PROGRAM_CLASSES]

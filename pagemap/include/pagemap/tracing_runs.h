@@ -2,7 +2,7 @@
 // that the run-manager calls of a real program can be replayed through every variant
 // (benchmarks/trace_replay.cpp) with everything else of the allocator taken away.
 //
-// Built into the library with -DPAGEMALLOC_TRACE_RUNS=ON (allocator/src/runs.h wraps the
+// Built into the library with -DPAGEMALLOC_TRACE_RUNS=ON (allocator/src/build_config.h.in wraps the
 // selected variant). At run time the environment variable PAGEMALLOC_TRACE names the file;
 // "%p" in it becomes the process id, so that a program that starts others (a compiler driver,
 // a shell) leaves one trace per process. Unset: nothing is recorded. For example:
@@ -271,6 +271,13 @@ class TracingRuns {
     const PageCount purged = inner_.purge_oldest(at_least);
     record(TraceOp::PurgeOldest, Run{}, at_least.value(), purged.value());
     return purged;
+  }
+
+  // A wrapped run manager's search for an allocated run's length, not recorded (a lookup).
+  PageCount pages_of(const void* base)
+    requires requires(Inner& inner) { inner.pages_of(base); }
+  {
+    return inner_.pages_of(base);
   }
 
   [[nodiscard]] PageCount free_pages() const { return inner_.free_pages(); }

@@ -1,0 +1,77 @@
+// The Configs pagemalloc is assembled from: one struct per named design, each a complete set
+// of the design choices a researcher can switch. The build picks one by PAGEMALLOC_PRESET and
+// may change any single choice by its own option (build_config.h.in, cmake/design.cmake);
+// the code reads the result as BuildConfig.
+//
+//   Runs                 the run manager over an OS layer: PagemapRuns (O(1) page map),
+//                        HybridRuns (page-map coalescing, a size tree), RbtreeRuns (trees only)
+//   kThreadCaches        small blocks pass through per-thread caches; off, every malloc and
+//                        free of a small block takes its arena's lock
+//   kTransferStash       an arena keeps the regions caches return in a per-class stash
+//                        (tcmalloc's transfer cache); off, each goes back to its slab's bitmap
+//   kArenas              automatic arenas when PAGEMALLOC_CONF sets no narenas: 0 is one per
+//                        CPU (automatic_arenas.h)
+//   kMaxSmallSize        the largest size served from slabs (2 KiB: jemalloc's bins in 2008,
+//                        half a page; 16 KiB today); anything larger is a run of pages
+//   kReleaseCurrentSlab  a slab goes back to the run manager as soon as it empties, even the
+//                        one its bin allocates from (jemalloc in 2008); off, that one is kept
+//   kAllocatedRunsTree   every allocated run also sits in an address tree, searched for a
+//                        large block's length (AllocatedRunsTree: jemalloc from January to
+//                        July 2008); off, the page map's first entry gives it
+//
+// The je2008 presets describe jemalloc as Firefox 3.0 shipped it (FreeBSD malloc.c 1.162,
+// February 2008): no thread caches, one arena, bins up to 2 KiB, an emptied run returned at
+// once. They differ in the run manager alone: red-black trees as then, the allocated runs'
+// tree included (je2008-trees), the July 2008 fix (je2008-fixed: page-map coalescing beside a
+// size tree) and the O(1) page map (je2008-pagemap). See papers/tree-overhead.
+#pragma once
+
+#include <cstddef>
+
+#include "pagemap/pagemap_runs.h"
+#include "rbtree/allocated_runs_tree.h"
+#include "rbtree/hybrid_runs.h"
+#include "rbtree/rbtree_runs.h"
+
+namespace pagemalloc {
+
+// Today's pagemalloc.
+struct DefaultConfig {
+  template <class Pal>
+  using Runs = PagemapRuns<Pal>;
+  static constexpr bool kThreadCaches = true;
+  static constexpr bool kTransferStash = true;
+  static constexpr unsigned kArenas = 0;
+  static constexpr std::size_t kMaxSmallSize = 16384;
+  static constexpr bool kReleaseCurrentSlab = false;
+  static constexpr bool kAllocatedRunsTree = false;
+};
+
+// jemalloc as in Firefox 3.0, run manager as then: red-black trees for free runs.
+struct Je2008TreesConfig : DefaultConfig {
+  template <class Pal>
+  using Runs = RbtreeRuns<Pal>;
+  static constexpr bool kThreadCaches = false;
+  static constexpr bool kTransferStash = false;
+  static constexpr unsigned kArenas = 1;
+  static constexpr std::size_t kMaxSmallSize = 2048;
+  static constexpr bool kReleaseCurrentSlab = true;
+  static constexpr bool kAllocatedRunsTree = true;
+};
+
+// The same after July 2008's fix: coalescing in the page map, free runs in a size tree, no
+// tree of allocated runs.
+struct Je2008FixedConfig : Je2008TreesConfig {
+  template <class Pal>
+  using Runs = HybridRuns<Pal>;
+  static constexpr bool kAllocatedRunsTree = false;
+};
+
+// The same with the O(1) page-map run manager.
+struct Je2008PagemapConfig : Je2008TreesConfig {
+  template <class Pal>
+  using Runs = PagemapRuns<Pal>;
+  static constexpr bool kAllocatedRunsTree = false;
+};
+
+}  // namespace pagemalloc
