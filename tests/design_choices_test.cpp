@@ -1,0 +1,102 @@
+// Each design choice of the build's Config (allocator/src/presets.h) shows in what the
+// allocator does: every test asserts the behaviour of the choice this build made, so the
+// default tree checks today's design and the je2008 trees (tools/test.sh) check 2008's.
+#include <gtest/gtest.h>
+
+#include <pagemalloc/pagemalloc.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "arena.h"
+#include "build_config.h"
+#include "heap.h"
+#include "placement.h"
+#include "size_classes.h"
+#include "thread_cache.h"
+
+namespace {
+
+using pagemalloc::Arena;
+using pagemalloc::BuildConfig;
+using pagemalloc::kSizeClasses;
+
+// kMaxSmallSize: the largest size a slab serves; one byte more is a run of pages.
+TEST(DesignChoices, SlabsEndAtTheLargestSmallSize) {
+  EXPECT_EQ(pagemalloc::kMaxSmallSize, BuildConfig::kMaxSmallSize);
+  EXPECT_EQ(kSizeClasses.back().size, BuildConfig::kMaxSmallSize);
+  EXPECT_EQ(pagemalloc::place(BuildConfig::kMaxSmallSize, 1).kind, pagemalloc::BlockKind::Small);
+  const pagemalloc::Placement above = pagemalloc::place(BuildConfig::kMaxSmallSize + 1, 1);
+  EXPECT_EQ(above.kind, pagemalloc::BlockKind::Large);
+  EXPECT_EQ(above.usable % pagemalloc::kPageSize, 0u);
+  // A GC arena of 2008's JavaScript engine: a slab region today, a one-page run then.
+  EXPECT_EQ(pagemalloc::place(4096, 4096).kind, BuildConfig::kMaxSmallSize >= 4096
+                                                    ? pagemalloc::BlockKind::Small
+                                                    : pagemalloc::BlockKind::Large);
+}
+
+// kThreadCaches: a thread that allocated a small block has a cache, or never one.
+TEST(DesignChoices, AThreadHasACacheExactlyWhenTheDesignHasThem) {
+  bool has_cache = false;
+  std::thread t([&] {
+    pm_free(pm_malloc(32));
+    has_cache = pagemalloc::ThreadCache::current() != nullptr;
+  });
+  t.join();
+  EXPECT_EQ(has_cache, BuildConfig::kThreadCaches);
+}
+
+// kReleaseCurrentSlab: an arena's only slab of a class, emptied, goes back to the run
+// manager (its pages are no longer active) or stays for the next allocation.
+TEST(DesignChoices, AnEmptiedCurrentSlabIsReleasedOrKeptAsTheDesignSays) {
+  auto arena = std::make_unique<Arena>(4101);
+  constexpr unsigned kClass = 4;  // 64 bytes
+  void* p = arena->alloc_small(kClass);
+  ASSERT_NE(p, nullptr);
+  const std::size_t slab_pages = kSizeClasses[kClass].slab_pages;
+  EXPECT_EQ(arena->stats().active_pages, slab_pages);
+  arena->free_small(static_cast<pagemalloc::Slab*>(
+                        pagemalloc::page_entry(pagemalloc::chunk_base_of(p),
+                                               pagemalloc::page_index_of(p))
+                            .slab_descriptor()),
+                    p, "test");
+  EXPECT_EQ(arena->stats().active_pages, BuildConfig::kReleaseCurrentSlab ? 0u : slab_pages);
+  EXPECT_EQ(arena->check_blocks(), nullptr);
+}
+
+// kTransferStash: a batch a thread cache flushes goes to the arena's stash (its slab keeps
+// the regions as allocated, so the emptied slab stays) or straight back to the slab (which,
+// emptied and not the current one, is released).
+TEST(DesignChoices, AFlushedBatchIsStashedOrReturnedToItsSlabAsTheDesignSays) {
+  auto arena = std::make_unique<Arena>(4102);
+  constexpr unsigned kClass = 4;
+  const unsigned per_slab = kSizeClasses[kClass].regions;
+  std::vector<void*> first(per_slab), second(per_slab);
+  ASSERT_EQ(arena->alloc_batch(kClass, first.data(), per_slab), per_slab);
+  ASSERT_EQ(arena->alloc_batch(kClass, second.data(), per_slab), per_slab);  // a second slab
+  const std::size_t active = arena->stats().active_pages;
+  const unsigned batch = per_slab < 64 ? per_slab : 64;  // within one stash's capacity
+  for (unsigned at = 0; at < per_slab; at += batch)
+    arena->free_batch(first.data() + at, per_slab - at < batch ? per_slab - at : batch, "test");
+  const std::size_t released = BuildConfig::kTransferStash ? 0 : kSizeClasses[kClass].slab_pages;
+  EXPECT_EQ(arena->stats().active_pages, active - released);
+  EXPECT_EQ(arena->stats().allocated, std::size_t{per_slab} * kSizeClasses[kClass].size);
+  EXPECT_EQ(arena->check_blocks(), nullptr);
+}
+
+// kAllocatedRunsTree: a large block's length comes from the tree (or the page map) and is
+// right either way, also after it grows in place; a freed one is not found.
+TEST(DesignChoices, ALargeBlocksLengthIsRightWhereverItIsKept) {
+  const std::size_t size = 5 * pagemalloc::kPageSize + 100;
+  void* p = pm_malloc(size);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(pm_malloc_usable_size(p), 6 * pagemalloc::kPageSize);
+  void* q = pm_rallocx(p, 9 * pagemalloc::kPageSize, 0);
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(pm_sallocx(q, 0), 9 * pagemalloc::kPageSize);
+  EXPECT_EQ(pagemalloc::heap().check_invariants(), nullptr);
+  pm_free(q);
+}
+
+}  // namespace
