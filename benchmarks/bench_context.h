@@ -6,6 +6,7 @@
 //
 //   pagemalloc.runs       the run manager the library was built with (PAGEMALLOC_RUNS, or the
 //                         preset's: cmake/design.cmake)
+//   pagemalloc.preset     the design the library was assembled from (PAGEMALLOC_PRESET)
 //   pagemalloc.counters   whether the run managers count their work (PAGEMALLOC_COUNTERS)
 //   pagemalloc.checks     whether full misuse detection is always on (PAGEMALLOC_CHECKS)
 //   pagemalloc.decay_ms   the purge decay at start (pm_ctl "decay_ms"), or "unknown"
@@ -40,6 +41,7 @@ inline std::string transparent_huge_pages() {
 
 inline void add_context() {
   benchmark::AddCustomContext("pagemalloc.runs", PAGEMALLOC_BENCH_RUNS);
+  benchmark::AddCustomContext("pagemalloc.preset", PAGEMALLOC_BENCH_PRESET);
   benchmark::AddCustomContext("pagemalloc.counters", PAGEMALLOC_BENCH_COUNTERS ? "on" : "off");
   benchmark::AddCustomContext("pagemalloc.checks", PAGEMALLOC_BENCH_CHECKS ? "on" : "off");
   long decay_ms = 0;
