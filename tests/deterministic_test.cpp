@@ -19,10 +19,8 @@
 #include <map>
 #include <random>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "build_config.h"
 #include "size_classes.h"
 
 namespace {
@@ -88,14 +86,13 @@ void play_sequence_and_print_layout() {
   for (void* p : live) pm_free(p);
 }
 
-// A tree run manager takes, of the free runs that fit best, the lowest in memory. Where slabs
-// end at 2 KiB (the 2008 designs: presets.h) most blocks are runs, so the layout follows the
-// order in which the OS placed the chunks, which address-space randomization changes from
-// process to process (the page map's lists do not look at addresses). In those designs the
-// children run without it.
-constexpr bool kLayoutFollowsAddresses =
-    pagemalloc::kMaxSmallSize < 16384 &&
-    std::string_view(pagemalloc::BuildConfig::Runs<pagemalloc::LinuxPal>::kName) != "pagemap";
+// Where slabs end at 2 KiB and empty slabs go back at once (the 2008 designs: presets.h),
+// most blocks are runs and chunks empty, go back to the OS and are mapped again often. Where
+// the OS puts a new chunk (the one just released, or another) and, for a tree run manager,
+// the order of the chunks' addresses, which it searches lowest first, follow address-space
+// randomization, which changes from process to process. In those designs the children run
+// without it.
+constexpr bool kLayoutFollowsAddresses = pagemalloc::kMaxSmallSize < 16384;
 
 // Runs this test in a child process with deterministic:true; returns its layout lines.
 std::vector<std::string> layout_of_a_fresh_process() {
