@@ -86,7 +86,8 @@ TEST(DesignChoices, AFlushedBatchIsStashedOrReturnedToItsSlabAsTheDesignSays) {
 }
 
 // kAllocatedRunsTree: a large block's length comes from the tree (or the page map) and is
-// right either way, also after it grows in place; a freed one is not found.
+// right either way, also after it is resized. (That a freed run is no longer found is
+// tested on the tree itself: run_managers_test.)
 TEST(DesignChoices, ALargeBlocksLengthIsRightWhereverItIsKept) {
   const std::size_t size = 5 * pagemalloc::kPageSize + 100;
   void* p = pm_malloc(size);

@@ -373,13 +373,9 @@ void Arena::free_deferred_large() {
   });
 }
 
-PageCount Arena::large_pages(const void* p, PageEntry e) {
-  if constexpr (BuildConfig::kAllocatedRunsTree) {
-    LockGuard guard(lock_);
-    return pages_in_allocated_runs_tree(runs_, p);
-  } else {
-    return e.pages();
-  }
+PageCount Arena::large_pages_in_tree(const void* p) {
+  LockGuard guard(lock_);
+  return pages_in_allocated_runs_tree(runs_, p);
 }
 
 bool Arena::resize_large(void* p, PageCount pages, PageCount want) {

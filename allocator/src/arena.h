@@ -156,7 +156,10 @@ class Arena {
   // The length of the large block at p, whose page-map entry is e: the entry's, or in a
   // design that keeps its allocated runs in a tree (BuildConfig::kAllocatedRunsTree) a search
   // of it under the lock, as jemalloc's arena_salloc did in 2008. 0 pages: no block there.
-  PageCount large_pages(const void* p, PageEntry e);
+  PageCount large_pages(const void* p, PageEntry e) {
+    if constexpr (BuildConfig::kAllocatedRunsTree) return large_pages_in_tree(p);
+    else return e.pages();
+  }
   // Grows or shrinks the large block at p (pages long) to `want` pages without moving it.
   bool resize_large(void* p, PageCount pages, PageCount want);
 
@@ -246,6 +249,8 @@ class Arena {
       neighbours_.purge(neighbours_.context, *this, bytes);
   }
   static constexpr std::size_t kNeighbourPurgeBytes = std::size_t{256} << 10;
+  // large_pages' search of the allocated runs' tree, under the lock.
+  PageCount large_pages_in_tree(const void* p);
   void give_back(Slab* slab, void* p, const char* call);
   void unstash_all();
   void free_large_locked(void* p, PageCount pages, const char* call);
