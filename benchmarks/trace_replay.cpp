@@ -34,6 +34,10 @@
 //   pooled   chunks from a pool mapped and pre-faulted before the timed part, commit and
 //            decommit doing nothing: the timed part is the free-run bookkeeping alone
 //
+// The variants: pagemap, hybrid, rbtree, and rbtree_allocated (rbtree with every allocated run
+// also in an address tree, the je2008-trees design's run manager; its extra search for a large
+// block's length, Arena::large_pages, is not a run-manager call and is not in a trace).
+//
 // Reported per benchmark (name replay/<trace>/<variant>/<pal>):
 //
 //   Time, CPU              one whole replay of the trace
@@ -92,6 +96,7 @@
 #include "pagemap/pal_linux.h"
 #include "pagemap/run_manager.h"
 #include "pagemap/tracing_runs.h"
+#include "rbtree/allocated_runs_tree.h"
 #include "rbtree/hybrid_runs.h"
 #include "rbtree/rbtree_runs.h"
 
@@ -116,9 +121,17 @@ struct Variant {
 template <class... Variants>
 struct VariantList {};
 
+// rbtree with every allocated run also kept in an address tree: the run manager of the
+// je2008-trees design (early 2008's jemalloc), named apart from plain rbtree.
+template <pagemalloc::Pal P>
+struct RbtreeAllocatedRuns : pagemalloc::AllocatedRunsTree<pagemalloc::RbtreeRuns<P>> {
+  using pagemalloc::AllocatedRunsTree<pagemalloc::RbtreeRuns<P>>::AllocatedRunsTree;
+  static constexpr const char* kName = "rbtree_allocated";
+};
+
 // The variants, one entry each.
 using Variants = VariantList<Variant<pagemalloc::PagemapRuns>, Variant<pagemalloc::HybridRuns>,
-                             Variant<pagemalloc::RbtreeRuns>>;
+                             Variant<pagemalloc::RbtreeRuns>, Variant<RbtreeAllocatedRuns>>;
 
 // One call of the translated program.
 struct ReplayOp {

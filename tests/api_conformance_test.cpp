@@ -29,6 +29,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <mutex>
@@ -748,6 +749,28 @@ TEST(Statistics, PrintWritesOneJsonObject) {
   EXPECT_EQ(depth, 0);
   EXPECT_FALSE(in_string);
   pm_free(p);
+}
+
+// A build with counting (PAGEMALLOC_COUNTERS) reports its run managers' work in both forms;
+// one without reports none, rather than zeros that would read as "no calls".
+TEST(Statistics, RunManagerCountsOnlyInCountingBuilds) {
+  void* large = pm_malloc(256 * 1024);  // a run of its own: at least one run-manager call
+  ASSERT_NE(large, nullptr);
+  const std::string json = captured_stats_output(1);
+  const std::string text = captured_stats_output(0);
+  pm_free(large);
+  const std::string prefix = "\"run_manager\": {\"calls\": ";
+  const std::size_t field = json.find(prefix);
+  if constexpr (pagemalloc::kCountersEnabled) {
+    ASSERT_NE(field, std::string::npos) << json;
+    const long calls = std::strtol(json.c_str() + field + prefix.size(), nullptr, 10);
+    EXPECT_GT(calls, 0) << json;
+    EXPECT_NE(json.find("\"nodes_visited\": "), std::string::npos) << json;
+    EXPECT_NE(text.find("run manager"), std::string::npos) << text;
+  } else {
+    EXPECT_EQ(field, std::string::npos) << json;
+    EXPECT_EQ(text.find("run manager "), std::string::npos) << text;
+  }
 }
 
 TEST(Control, ReadsAndSetsOptionsAndRejectsUnknownNames) {

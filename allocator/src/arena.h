@@ -199,7 +199,11 @@ class Arena {
   // that the child never inherits it half-held (fork.cpp).
   void lock_for_fork() { lock_.lock(); }
   void unlock_after_fork() { lock_.unlock(); }
-  const RunCounterValues& run_counters() const { return runs_.counters(); }
+  // What the run manager has done so far (counters.h; all zero unless built with counting).
+  RunCounterValues run_counters() {
+    LockGuard guard(lock_);
+    return runs_.counters();
+  }
 
  private:
   struct Bin {

@@ -435,4 +435,12 @@ void Heap::stats(pm_stats& out) {
   out.purged = a.purged_pages * kPageSize + h.purged;
 }
 
+RunCounterValues Heap::run_counters() {
+  ensure_initialized();
+  RunCounterValues sum{};
+  automatic_.for_each([&](Arena& a) { sum += a.run_counters(); });
+  explicit_.for_each([&](ExplicitArena& e) { sum += e.blocks.run_counters(); });
+  return sum;
+}
+
 }  // namespace pagemalloc

@@ -72,6 +72,8 @@ class Heap {
   // is free when !wait; all of them, explicit ones too, when wait.
   void advance_decay(bool wait);
   void stats(pm_stats& out);
+  // The run managers' counters summed over every arena (counters.h: zero unless counting).
+  RunCounterValues run_counters();
   // Every automatic and explicit arena and huge manager, each under its lock
   // (heap_invariants.cpp): nullptr, or what is broken.
   const char* check_invariants();

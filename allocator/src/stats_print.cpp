@@ -12,6 +12,7 @@
 #include "arena.h"
 #include "config.h"
 #include "diagnostics.h"
+#include "heap.h"
 #include "pagemalloc/pagemalloc.h"
 #include "stats_format.h"
 
@@ -75,7 +76,7 @@ std::size_t pagemalloc::format_stats(char* buffer, std::size_t capacity, bool js
                       "{{\"runs\": \"{}\", \"allocated\": {}, \"active\": {}, \"mapped\": {}, "
                       "\"dirty\": {}, "
                       "\"retained\": {}, \"copied\": {}, \"grown_in_place\": {}, \"moved\": {}, "
-                      "\"purged\": {}}}\n",
+                      "\"purged\": {}",
                       runs, s.allocated, s.active, s.mapped, s.dirty, s.retained, s.copied,
                       s.grown_in_place, s.moved, s.purged)
                 : fmt::format_to_n(
@@ -92,7 +93,36 @@ std::size_t pagemalloc::format_stats(char* buffer, std::size_t capacity, bool js
                       "  purged          {:>16} bytes returned to the OS by the decay\n",
                       runs, s.allocated, s.active, s.mapped, s.dirty, s.retained, s.copied,
                       s.grown_in_place, s.moved, s.purged);
-  return std::min(r.size, capacity);
+  std::size_t used = std::min(r.size, capacity);
+  // A build with counting (PAGEMALLOC_COUNTERS) adds what its run managers did.
+  if constexpr (pagemalloc::kCountersEnabled) {
+    const pagemalloc::RunCounterValues c = pagemalloc::heap().run_counters();
+    auto counted = json ? fmt::format_to_n(
+                        buffer + used, capacity - used,
+                        ", \"run_manager\": {{\"calls\": {}, \"nodes_visited\": {}, "
+                        "\"rotations\": {}, \"map_reads\": {}, \"map_writes\": {}, "
+                        "\"splits\": {}, \"coalesces\": {}, \"chunks_added\": {}}}",
+                        c.operations, c.nodes_visited, c.rotations, c.map_reads, c.map_writes,
+                        c.splits, c.coalesces, c.chunks_added)
+                  : fmt::format_to_n(
+                        buffer + used, capacity - used,
+                        "  run manager     {:>16} calls\n"
+                        "                  {:>16} tree nodes visited\n"
+                        "                  {:>16} rotations\n"
+                        "                  {:>16} page-map reads\n"
+                        "                  {:>16} page-map writes\n"
+                        "                  {:>16} splits\n"
+                        "                  {:>16} coalesces\n"
+                        "                  {:>16} chunks added\n",
+                        c.operations, c.nodes_visited, c.rotations, c.map_reads, c.map_writes,
+                        c.splits, c.coalesces, c.chunks_added);
+    used += std::min(counted.size, capacity - used);
+  }
+  if (json) {
+    auto closing = fmt::format_to_n(buffer + used, capacity - used, "}}\n");
+    used += std::min(closing.size, capacity - used);
+  }
+  return used;
 }
 
 extern "C" void pm_stats_print(int fd, int json) {

@@ -917,6 +917,11 @@ def parse_arguments(argv):
     parser.add_argument("--work-dir", help="inputs and run directories (default: a directory "
                                            "under /tmp named after the seed and generator)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
+    parser.add_argument("--pagemalloc-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for the pagemalloc builds' runs only "
+                             "(repeatable); {program} and {allocator} in VALUE become their "
+                             "names, e.g. PAGEMALLOC_CONF=stats_print:json,stats_file:"
+                             "/tmp/s/{allocator}.{program}.%%p.json")
     parser.add_argument("--skip-binding-check", action="store_true",
                         help="do not run the LD_DEBUG=bindings pass")
     args = parser.parse_args(argv)
@@ -963,6 +968,8 @@ def main(argv=None):
                    if not os.access(path, os.X_OK)]
         if missing:
             raise SetupError(f"missing programs {missing}: run bash tools/install-deps.sh")
+        pagemalloc_env = dict(parse_named_path(text, "--pagemalloc-env")
+                              for text in args.pagemalloc_env)
     except SetupError as error:
         print(f"real_programs: {error}", file=sys.stderr)
         return 2
@@ -998,7 +1005,12 @@ def main(argv=None):
 
     def environment_for(program, allocator):
         preload = allocator.preload_for(program, shim)
-        return {**env, "LD_PRELOAD": preload} if preload else dict(env)
+        run_env = {**env, "LD_PRELOAD": preload} if preload else dict(env)
+        if allocator.kind == "pagemalloc":
+            run_env.update({name: value.replace("{program}", program.name)
+                            .replace("{allocator}", allocator.name)
+                            for name, value in pagemalloc_env.items()})
+        return run_env
 
     failures, binding_problems, binding_notes, bindings = [], [], {}, {}
     samples = []

@@ -139,6 +139,11 @@ def fmt_ratio(r):
     return "—" if r is None else f"{r:.2f}"
 
 
+def f_or_dash(value, digits=1, thousands=""):
+    """A number with `digits` decimals (thousands: "," to group them), or a dash for None."""
+    return "—" if value is None else f"{value:{thousands}.{digits}f}"
+
+
 def markdown_table(header, rows):
     """A Markdown table; cells are strings already."""
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]

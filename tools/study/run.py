@@ -9,6 +9,11 @@ Parts (all by default, in this order):
                   under every peer, and the pre-faulted limit (papers/arrow-inplace)
   tree-overhead   the run-manager study in every variant: micro, trace replay of real
                   programs, and the macro rows of the parts below (papers/tree-overhead)
+  tree-overhead-2008  the same question under 2008's design: the allocator built as
+                  je2008-trees, je2008-fixed and je2008-pagemap on the JS engines, the GC-arena
+                  churn and the real programs (calls, time, peak RSS, the prediction from a
+                  replay of their calls), and the sweep that switches one design choice per
+                  step towards today's (papers/tree-overhead/results-2008.md)
   workloads       the talk's small-chunk, thread and large-block workloads under glibc,
                   jemalloc, mimalloc, tcmalloc and each pagemalloc variant
                   (papers/allocator-workloads)
@@ -45,6 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import arrow  # noqa: E402
 import cross_thread  # noqa: E402
+import design_sweep  # noqa: E402
 import instructions  # noqa: E402
 import memory  # noqa: E402
 import profiles  # noqa: E402
@@ -53,7 +59,7 @@ import workloads  # noqa: E402
 from allocators import VARIANTS, build_directory, dropin  # noqa: E402
 from common import RESULTS, ROOT, log, machine, read_json, run, write_json  # noqa: E402
 
-PARTS = ["arrow", "tree-overhead", "workloads", "real-programs", "cross-thread", "instructions",
+PARTS = ["arrow", "tree-overhead", "tree-overhead-2008", "workloads", "real-programs", "cross-thread", "instructions",
          "profiles", "memory"]
 # The parts that run every run-manager variant's build (the others need the release tree only).
 VARIANT_PARTS = {"arrow", "tree-overhead", "workloads", "real-programs"}
@@ -73,6 +79,8 @@ def build_everything(parts):
     if "tree-overhead" in parts:
         release_targets += ["run_manager_bench", "run_manager_bench_counted", "trace_replay",
                             "trace_replay_counted"]
+    if "tree-overhead-2008" in parts:
+        release_targets += ["trace_replay"]
     if "cross-thread" in parts:
         release_targets += cross_thread.TARGETS
     if "instructions" in parts:
@@ -148,6 +156,10 @@ def main():
                                               args.quick)
         summary += tree_overhead.report(info, micro, replay, workload_data,
                                         real_program_medians(real_data)) + [""]
+    if "tree-overhead-2008" in parts:
+        data = design_sweep.measure(args.quick, 1 if args.quick else args.program_rounds,
+                                    args.seed)
+        summary += design_sweep.report(info, data) + [""]
     if "cross-thread" in parts:
         summary += cross_thread.report(info, cross_thread.measure(args.quick, args.rounds,
                                                                   args.seed)) + [""]

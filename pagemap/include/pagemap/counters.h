@@ -30,6 +30,19 @@ struct RunCounterValues {
   std::uint64_t coalesces = 0;       // free runs merged with a neighbour
   std::uint64_t grows_in_place = 0;  // runs grown into the free run after them
   std::uint64_t chunks_added = 0;    // chunks taken from the OS
+
+  RunCounterValues& operator+=(const RunCounterValues& o) {
+    operations += o.operations;
+    nodes_visited += o.nodes_visited;
+    rotations += o.rotations;
+    map_reads += o.map_reads;
+    map_writes += o.map_writes;
+    splits += o.splits;
+    coalesces += o.coalesces;
+    grows_in_place += o.grows_in_place;
+    chunks_added += o.chunks_added;
+    return *this;
+  }
 };
 
 class RunCounters {

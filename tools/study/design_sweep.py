@@ -1,0 +1,411 @@
+"""The tree-overhead study under 2008's design, and the sweep from it to today's design.
+
+Source: "Overzealous use of my red-black tree hammer" (Jason Evans, 2008; docs/references.md).
+The post's ~10% was measured on an allocator that reached its run manager far more often than
+today's pagemalloc: no thread caches, one arena, slabs up to 2 KiB, a bin's run returned as
+soon as it emptied, every allocated run in an address tree too. pagemalloc builds that design
+from one option (docs/design.md, "The design's other choices"): je2008-trees (red-black trees,
+and the allocated-runs tree searched for a large block's length), je2008-fixed (the hybrid
+run manager, as after the post's fix) and je2008-pagemap (the O(1) page map). Measured per
+program (the JS engines, the GC-arena churn and the eight real programs):
+
+  calls       run-manager calls and tree nodes visited: a counting build of each library
+              (PAGEMALLOC_COUNTERS), one run, PAGEMALLOC_CONF=stats_print:json; every process
+              of the program summed
+  time, RSS   wall time and peak RSS, medians of interleaved rounds (real_programs.py, outputs
+              compared)
+  prediction  calls x the extra time per call the trees cost on this program's own calls: its
+              run-manager calls recorded under je2008-trees (a tracing build) and replayed
+              through each run manager (trace_replay, chunks faulted in beforehand: the
+              bookkeeping alone). The allocated-runs tree's search for a large block's length
+              is not a run-manager call, so the replay leaves it out
+
+The sweep switches one design choice per step from je2008-trees towards today's default
+(STEPS; cumulative), builds every step with the trees and with the page map, and measures the
+trees' cost at each step on the programs that reach the run manager most (SWEEP_PROGRAMS). Its
+predictions use the per-call cost from the replay of the 2008 traces (rbtree_allocated at the
+first step, rbtree after it), since a trace of each step would add nothing but time.
+
+The libraries are built under build/sweep/<name> (the library target only, Release). Writes
+papers/tree-overhead/results-2008.md (tables), sweep.png and prediction.png (figures) and
+summary-2008.json; raw results in results/tree_overhead_2008/.
+"""
+
+import json
+import os
+import shutil
+
+from common import (PAPERS, PYTHON, RESULTS, ROOT, f_or_dash, fmt_ratio, geomean, log,
+                    machine_line, markdown_table, ratio, read_json, run, write_json)
+
+PAPER = PAPERS / "tree-overhead"
+RAW = RESULTS / "tree_overhead_2008"
+SWEEP_BUILDS = ROOT / "build" / "sweep"
+DESIGN_OPTIONS = ["PAGEMALLOC_RUNS", "PAGEMALLOC_THREAD_CACHES", "PAGEMALLOC_TRANSFER_STASH",
+                  "PAGEMALLOC_ARENAS", "PAGEMALLOC_MAX_SMALL_SIZE",
+                  "PAGEMALLOC_RELEASE_CURRENT_SLAB", "PAGEMALLOC_ALLOCATED_RUNS_TREE"]
+# One design choice per step, from 2008's towards today's; each step keeps the ones before it.
+# After the last, the design is today's default (allocator/src/presets.h).
+STEPS = [
+    ("2008 design", {}),
+    ("no allocated-runs tree", {"PAGEMALLOC_ALLOCATED_RUNS_TREE": "OFF"}),
+    ("emptied slabs kept", {"PAGEMALLOC_RELEASE_CURRENT_SLAB": "OFF"}),
+    ("slabs up to 16 KiB", {"PAGEMALLOC_MAX_SMALL_SIZE": "16384"}),
+    ("thread caches", {"PAGEMALLOC_THREAD_CACHES": "ON"}),
+    ("transfer stash", {"PAGEMALLOC_TRANSFER_STASH": "ON"}),
+    ("one arena per CPU", {"PAGEMALLOC_ARENAS": "0"}),
+]
+PROGRAMS = ["duk", "mujs", "gc-churn", "python", "perl", "lua", "ruby", "sqlite", "gxx", "jq",
+            "redis"]
+EIGHT = ["python", "perl", "lua", "ruby", "sqlite", "gxx", "jq", "redis"]
+# The programs the sweep measures at every step: the ones the 2008 design sends to its run
+# manager most (the JS engines, the GC-arena churn, sqlite and g++).
+SWEEP_PROGRAMS = ["duk", "mujs", "gc-churn", "sqlite", "gxx"]
+PRESET_OF = {"trees": "je2008-trees", "fixed": "je2008-fixed", "pagemap": "je2008-pagemap"}
+# The trace_replay variant whose cost is the trees' at a step (the allocated-runs tree goes at
+# step 1).
+REPLAY_TREES = ["rbtree_allocated"] + ["rbtree"] * (len(STEPS) - 1)
+
+
+def step_options(step):
+    options = {}
+    for _, switched in STEPS[:step + 1]:
+        options.update(switched)
+    return options
+
+
+def library_name(step, design, kind=""):
+    return f"s{step}-{design}" + (f"-{kind}" if kind else "")
+
+
+# ---- building --------------------------------------------------------------------------------
+
+def build_library(name, preset, options, counters=False, trace=False):
+    """Configures build/sweep/<name> with every design option given (empty: the preset's) and
+    builds the drop-in; returns its path."""
+    directory = SWEEP_BUILDS / name
+    settings = {option: options.get(option, "") for option in DESIGN_OPTIONS}
+    settings.update({"CMAKE_BUILD_TYPE": "Release", "PAGEMALLOC_SANITIZE": "",
+                     "PAGEMALLOC_BUILD_TESTS": "OFF", "PAGEMALLOC_BUILD_BENCHMARKS": "OFF",
+                     "PAGEMALLOC_PRESET": preset, "PAGEMALLOC_COUNTERS": "ON" if counters else "OFF",
+                     "PAGEMALLOC_TRACE_RUNS": "ON" if trace else "OFF"})
+    run(["cmake", "-S", ROOT, "-B", directory, *[f"-D{k}={v}" for k, v in settings.items()]],
+        quiet=True)
+    run(["cmake", "--build", directory, "-j", os.environ.get("JOBS", "2"), "--target",
+         "pagemalloc"], quiet=True)
+    return directory / "allocator" / "libpagemalloc.so"
+
+
+def build_libraries():
+    """{name: path} of every library the part runs: each step's trees and page-map builds,
+    plain and counting, je2008-fixed at the first step, and the tracing je2008-trees."""
+    libraries = {}
+    for step in range(len(STEPS)):
+        designs = ["trees", "fixed", "pagemap"] if step == 0 else ["trees", "pagemap"]
+        for design in designs:
+            for kind in ["", "counted"]:
+                name = library_name(step, design, kind)
+                log(f"tree-overhead-2008: build {name}")
+                libraries[name] = build_library(name, PRESET_OF[design], step_options(step),
+                                                counters=kind == "counted")
+    log("tree-overhead-2008: build the tracing je2008-trees")
+    libraries["trace"] = build_library(library_name(0, "trees", "trace"), PRESET_OF["trees"], {},
+                                       trace=True)
+    return libraries
+
+
+# ---- measuring -------------------------------------------------------------------------------
+
+def real_programs(libraries, programs, rounds, seed, quick, out, extra=()):
+    """real_programs.py over the given pagemalloc builds only; returns its JSON."""
+    command = [PYTHON, "benchmarks/real_programs/real_programs.py", "--out", out, "--seed",
+               str(seed), "--rounds", str(rounds), "--programs", ",".join(programs),
+               "--allocators", ",".join(libraries), "--skip-binding-check", *extra]
+    for name, path in libraries.items():
+        command += ["--pagemalloc", f"{name}={path}"]
+    if quick:
+        command.append("--quick")
+    result = run(command, check=False, quiet=True)
+    if result.returncode != 0:
+        log(f"tree-overhead-2008: real_programs.py exit status {result.returncode}:\n"
+            + (result.stdout or "")[-3000:])
+    return read_json(out) if out.exists() else {}
+
+
+def count_calls(libraries, quick, seed):
+    """{(library, program): {"calls": .., "nodes_visited": .., ..}} from counting builds."""
+    counted = {name: path for name, path in libraries.items() if name.endswith("-counted")}
+    stats = RAW / "stats"
+    shutil.rmtree(stats, ignore_errors=True)
+    stats.mkdir(parents=True)
+    conf = f"PAGEMALLOC_CONF=stats_print:json,stats_file:{stats}/{{allocator}}.{{program}}.%p.json"
+    for names, programs in [([n for n in counted if n.startswith("s0-")], PROGRAMS),
+                            ([n for n in counted if not n.startswith("s0-")], SWEEP_PROGRAMS)]:
+        log(f"tree-overhead-2008: run-manager calls, {len(names)} counting builds")
+        real_programs({n: counted[n] for n in names}, programs, 1, seed, quick,
+                      RAW / "counts.json", ["--pagemalloc-env", conf])
+    totals = {}
+    for path in stats.glob("*.json"):
+        library, program = path.name.split(".")[:2]
+        cell = totals.setdefault((library.removesuffix("-counted"), program), {"processes": 0})
+        for line in path.read_text().splitlines():
+            counters = json.loads(line).get("run_manager", {})
+            cell["processes"] += 1
+            for key, value in counters.items():
+                cell[key] = cell.get(key, 0) + value
+    return totals
+
+
+def replay_costs(libraries, quick, seed):
+    """{(program, variant): ns per call} from the je2008-trees traces replayed (pooled)."""
+    traces = RAW / "traces"
+    shutil.rmtree(traces, ignore_errors=True)
+    traces.mkdir(parents=True)
+    log("tree-overhead-2008: recording the run-manager calls of je2008-trees")
+    real_programs({"trace": libraries["trace"]}, PROGRAMS, 1, seed, quick,
+                  RAW / "traced.json",
+                  ["--pagemalloc-env", f"PAGEMALLOC_TRACE={traces}/{{program}}.%p.trace"])
+    largest = {}
+    for path in traces.glob("*.trace"):
+        program = path.name.split(".")[0]
+        if program not in largest or path.stat().st_size > largest[program].stat().st_size:
+            largest[program] = path
+    out = RAW / "replay.json"
+    log(f"tree-overhead-2008: replaying {len(largest)} traces")
+    run([ROOT / "build" / "release" / "benchmarks" / "trace_replay",
+         *[f"--trace={p}" for p in sorted(largest.values())], "--pal=pooled",
+         "--benchmark_filter=/(pagemap|rbtree|rbtree_allocated)/",
+         f"--benchmark_out={out}", "--benchmark_out_format=json",
+         *(["--benchmark_repetitions=1"] if quick else [])], quiet=True)
+    cells = {}
+    for b in read_json(out)["benchmarks"]:
+        if b.get("run_type") == "aggregate" or b.get("error_occurred"):
+            continue
+        parts = b.get("run_name", b["name"]).split("/")
+        program = parts[1].split(".")[0]
+        cells.setdefault((program, parts[2]), []).append(b["ns_per_op"])
+    return {key: sorted(values)[len(values) // 2] for key, values in cells.items()}
+
+
+def measure(quick, rounds, seed):
+    RAW.mkdir(parents=True, exist_ok=True)
+    libraries = build_libraries()
+    plain = {n: p for n, p in libraries.items() if not n.endswith(("-counted", "-trace"))}
+    log("tree-overhead-2008: the three 2008 designs on every program (interleaved rounds)")
+    presets = real_programs({n: p for n, p in plain.items() if n.startswith("s0-")}, PROGRAMS,
+                            rounds, seed, quick, RAW / "presets.json")
+    log("tree-overhead-2008: the sweep (interleaved rounds)")
+    sweep = real_programs({n: p for n, p in plain.items() if not n.startswith("s0-")},
+                          SWEEP_PROGRAMS, rounds, seed, quick, RAW / "sweep.json")
+    data = {"medians": {**_medians(presets), **_medians(sweep)},
+            "failures": presets.get("failures", []) + sweep.get("failures", []),
+            "differences": {**presets.get("differences", {}), **sweep.get("differences", {})},
+            "counts": {f"{lib}/{prog}": cell
+                       for (lib, prog), cell in count_calls(libraries, quick, seed).items()},
+            "replay": {f"{prog}/{variant}": ns
+                       for (prog, variant), ns in replay_costs(libraries, quick, seed).items()},
+            "rounds": rounds}
+    write_json(RAW / "measured.json", data)
+    return data
+
+
+def _medians(results):
+    """{"<library>/<program>": {"time": s, "rss": MiB}} from real_programs.json."""
+    return {f"{lib}/{prog}": {"time": cell.get("wall_s"), "rss": cell.get("maxrss_mib")}
+            for prog, by_lib in results.get("medians", {}).items()
+            for lib, cell in by_lib.items()}
+
+
+# ---- reporting -------------------------------------------------------------------------------
+
+def _cell(data, step, design, program):
+    return data["medians"].get(f"{library_name(step, design)}/{program}", {})
+
+
+def predicted_extra_s(data, step, program):
+    """calls x (trees' ns per call - pagemap's) in seconds, or None."""
+    calls = data["counts"].get(f"{library_name(step, 'trees')}/{program}", {}).get("calls")
+    trees = data["replay"].get(f"{program}/{REPLAY_TREES[step]}")
+    pagemap = data["replay"].get(f"{program}/pagemap")
+    if None in (calls, trees, pagemap):
+        return None
+    return calls * (trees - pagemap) * 1e-9
+
+
+def trees_cost(data, step, program):
+    """(measured trees / pagemap time, predicted ratio, peak RSS ratio) at a step."""
+    trees, pagemap = _cell(data, step, "trees", program), _cell(data, step, "pagemap", program)
+    measured = ratio(trees.get("time"), pagemap.get("time"))
+    extra = predicted_extra_s(data, step, program)
+    predicted = (1 + extra / pagemap["time"]) if extra is not None and pagemap.get("time") else None
+    return measured, predicted, ratio(trees.get("rss"), pagemap.get("rss"))
+
+
+def presets_section(data):
+    rows, summary = [], {}
+    for program in PROGRAMS:
+        counts = data["counts"].get(f"{library_name(0, 'trees')}/{program}", {})
+        calls = counts.get("calls")
+        nodes = ratio(counts.get("nodes_visited"), calls)
+        today = data["counts"].get(f"{library_name(len(STEPS) - 1, 'pagemap')}/{program}", {})
+        trees_ns = data["replay"].get(f"{program}/rbtree_allocated")
+        pagemap_ns = data["replay"].get(f"{program}/pagemap")
+        extra = predicted_extra_s(data, 0, program)
+        measured, predicted, rss = trees_cost(data, 0, program)
+        t, p = _cell(data, 0, "trees", program), _cell(data, 0, "pagemap", program)
+        fixed = ratio(_cell(data, 0, "fixed", program).get("time"), p.get("time"))
+        summary[program] = {"calls": calls, "nodes_per_call": nodes,
+                            "calls_today": today.get("calls"), "replay_ns": [trees_ns, pagemap_ns],
+                            "predicted_ratio": predicted, "measured_ratio": measured,
+                            "fixed_ratio": fixed, "rss_ratio": rss}
+        rows.append([program, f_or_dash(calls, 0, ","), f_or_dash(nodes, 1),
+                     f_or_dash(today.get("calls"), 0, ","),
+                     f"{f_or_dash(trees_ns, 1)} / {f_or_dash(pagemap_ns, 1)}",
+                     f_or_dash(extra * 1e3 if extra is not None else None, 1),
+                     f"{f_or_dash(t.get('time'), 3)} / {f_or_dash(p.get('time'), 3)}",
+                     fmt_ratio(predicted), f"**{fmt_ratio(measured)}**", fmt_ratio(fixed),
+                     fmt_ratio(rss)])
+    means = {}
+    for label, programs in [("eight programs", EIGHT), ("all eleven", PROGRAMS),
+                            ("all but gc-churn", [p for p in PROGRAMS if p != "gc-churn"])]:
+        cells = [summary[p] for p in programs]
+        means[label] = {k: geomean([c[k] for c in cells])
+                        for k in ["predicted_ratio", "measured_ratio", "fixed_ratio", "rss_ratio"]}
+        rows.append([f"geometric mean, {label}", "", "", "", "", "", "",
+                     fmt_ratio(means[label]["predicted_ratio"]),
+                     f"**{fmt_ratio(means[label]['measured_ratio'])}**",
+                     fmt_ratio(means[label]["fixed_ratio"]), fmt_ratio(means[label]["rss_ratio"])])
+    table = markdown_table(
+        ["program", "run-manager calls, 2008 design", "tree nodes per call",
+         "calls, today's design", "replay ns/call trees / pagemap", "predicted extra ms",
+         "wall s trees / pagemap", "predicted trees / pagemap", "measured trees / pagemap",
+         "fixed / pagemap", "peak RSS trees / pagemap"], rows)
+    return table, {"programs": summary, "means": means}
+
+
+def sweep_section(data):
+    rows, summary = [], []
+    for step, (label, _) in enumerate(STEPS):
+        cells = {}
+        for program in SWEEP_PROGRAMS:
+            measured, predicted, rss = trees_cost(data, step, program)
+            calls = data["counts"].get(f"{library_name(step, 'trees')}/{program}", {}).get("calls")
+            cells[program] = {"measured": measured, "predicted": predicted, "rss": rss,
+                              "calls": calls}
+        summary.append({"step": step, "switched": label, "programs": cells,
+                        "measured_geomean": geomean([c["measured"] for c in cells.values()])})
+        rows.append([f"{step}: {label}" if step else f"0: {label} (je2008-trees / -pagemap)"] +
+                    [f"{fmt_ratio(c['measured'])} ({fmt_ratio(c['predicted'])}; "
+                     f"{f_or_dash(c['calls'], 0, ',')})" for c in cells.values()] +
+                    [fmt_ratio(summary[-1]["measured_geomean"])])
+    table = markdown_table(["step (choice switched towards today's)"] +
+                           [f"{p}: measured (predicted; calls)" for p in SWEEP_PROGRAMS] +
+                           ["geometric mean, measured"], rows)
+    return table, summary
+
+
+def sweep_figure(sweep, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = list(range(len(STEPS)))
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for n, program in enumerate(SWEEP_PROGRAMS):
+        color = f"C{n}"
+        cells = [s["programs"][program] for s in sweep]
+        left.plot(steps, [c["measured"] for c in cells], marker="o", color=color, label=program)
+        left.plot(steps, [c["predicted"] for c in cells], linestyle=":", color=color)
+        right.plot(steps, [c["calls"] for c in cells], marker="o", color=color, label=program)
+    left.axhline(1.0, color="grey", linewidth=0.8)
+    labels = [f"{s}: {label}" for s, (label, _) in enumerate(STEPS)]
+    left.set(ylabel="wall time, trees / page map", title="The trees' cost at each step "
+             "(solid: measured; dotted: predicted)")
+    right.set(yscale="log", ylabel="run-manager calls (trees build)",
+              title="How often the run manager is called")
+    for axis in (left, right):
+        axis.set_xticks(steps)
+        axis.set_xticklabels(labels, rotation=35, ha="right", fontsize=8)
+        axis.grid(True, alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def prediction_figure(presets, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = presets["programs"]
+    programs = [p for p in PROGRAMS if cells[p]["measured_ratio"] is not None]
+    x = range(len(programs))
+    figure, axis = plt.subplots(figsize=(10, 4.2))
+
+    def percent(key):
+        return [((cells[p][key] or 1.0) - 1) * 100 for p in programs]
+
+    axis.bar([i - 0.2 for i in x], percent("predicted_ratio"), width=0.4, label="predicted")
+    axis.bar([i + 0.2 for i in x], percent("measured_ratio"), width=0.4, label="measured")
+    axis.axhline(0, color="grey", linewidth=0.8)
+    axis.set_xticks(list(x))
+    axis.set_xticklabels(programs)
+    axis.set(ylabel="trees' extra wall time, % of page map's",
+             title="2008 design: je2008-trees against je2008-pagemap")
+    axis.grid(True, axis="y", alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def report(info, data):
+    """Writes results-2008.md, the figures and summary-2008.json; returns summary lines."""
+    PAPER.mkdir(parents=True, exist_ok=True)
+    presets_table, presets = presets_section(data)
+    sweep_table, sweep = sweep_section(data)
+    prediction_figure(presets, PAPER / "prediction.png")
+    sweep_figure(sweep, PAPER / "sweep.png")
+    problems = [f"{x['program']} under {x['allocator']} (round {x['round']}): "
+                f"{x['failure'].splitlines()[0]}" for x in data["failures"]]
+    problems += [f"{program}: outputs differ between builds" for program in data["differences"]]
+    parts = [
+        "# Tree overhead under 2008's design: measured results", "",
+        "Generated by `bash tools/study.sh --only tree-overhead-2008` (part of "
+        "`bash tools/study.sh`); do not edit by hand.", "",
+        f"Machine and date: {machine_line(info)}. Wall time and peak RSS: medians of "
+        f"{data['rounds']} interleaved rounds.", "",
+        "## The three 2008 designs", "",
+        "![predicted and measured extra time](prediction.png)", "",
+        "Run-manager calls and tree nodes: counting builds, one run, every process summed. "
+        "Replay: the program's run-manager calls under je2008-trees replayed through "
+        "rbtree with the allocated-runs tree and through the page map (bookkeeping alone). "
+        "Predicted extra = calls x the replay's difference per call.", "",
+        presets_table, "",
+        "## The sweep: one design choice per step towards today's", "",
+        "![the trees' cost at each step](sweep.png)", "",
+        "Each cell: the trees build's wall time over the page-map build's at that step, the "
+        "prediction in brackets (calls x the 2008 traces' replay difference per call: "
+        "rbtree_allocated at step 0, rbtree after it) and the trees build's run-manager calls.",
+        "", sweep_table, "",
+    ]
+    if problems:
+        parts += ["Problems:", ""] + [f"- {p}" for p in problems] + [""]
+    (PAPER / "results-2008.md").write_text("\n".join(parts))
+    write_json(PAPER / "summary-2008.json", {"machine": info, "presets": presets, "sweep": sweep,
+                                              "problems": problems})
+    means = presets["means"]
+    lines = ["tree overhead under 2008's design (papers/tree-overhead/results-2008.md):"]
+    for label in ["eight programs", "all eleven"]:
+        m = means[label]
+        lines.append(f"  trees / pagemap, {label}: measured {fmt_ratio(m['measured_ratio'])}, "
+                     f"predicted {fmt_ratio(m['predicted_ratio'])}, peak RSS "
+                     f"{fmt_ratio(m['rss_ratio'])}")
+    gc = presets["programs"]["gc-churn"]
+    lines.append(f"  gc-churn: measured {fmt_ratio(gc['measured_ratio'])}, predicted "
+                 f"{fmt_ratio(gc['predicted_ratio'])}")
+    lines.append("  sweep, measured geometric mean per step: " + ", ".join(
+        f"{s['step']} {fmt_ratio(s['measured_geomean'])}" for s in sweep))
+    lines += [f"  PROBLEM: {p}" for p in problems]
+    return lines
