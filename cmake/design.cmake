@@ -11,6 +11,7 @@
 #   PAGEMALLOC_MAX_SMALL_SIZE      2048 | 16384
 #   PAGEMALLOC_RELEASE_CURRENT_SLAB ON | OFF
 #   PAGEMALLOC_ALLOCATED_RUNS_TREE ON | OFF
+#   PAGEMALLOC_VALIDATE_FREE       ON | OFF
 # Each choice left empty (the default) keeps the preset's.
 
 set(PAGEMALLOC_PRESET "default" CACHE STRING
@@ -26,6 +27,8 @@ set(PAGEMALLOC_RELEASE_CURRENT_SLAB "" CACHE STRING
     "release a bin's current slab when it empties: ON | OFF (empty: the preset's)")
 set(PAGEMALLOC_ALLOCATED_RUNS_TREE "" CACHE STRING
     "keep allocated runs in an address tree, searched for a large block's length: ON | OFF (empty: the preset's)")
+set(PAGEMALLOC_VALIDATE_FREE "" CACHE STRING
+    "every free searches a tree of its arena's chunks first (OS X's malloc zone, 2008): ON | OFF (empty: the preset's)")
 
 # preset name -> C++ type, and its run manager (allocator/src/presets.h; build_config.h checks
 # that the two agree).
@@ -93,6 +96,7 @@ design_override(PAGEMALLOC_ARENAS kArenas count)
 design_override(PAGEMALLOC_MAX_SMALL_SIZE kMaxSmallSize 2048 16384)
 design_override(PAGEMALLOC_RELEASE_CURRENT_SLAB kReleaseCurrentSlab bool)
 design_override(PAGEMALLOC_ALLOCATED_RUNS_TREE kAllocatedRunsTree bool)
+design_override(PAGEMALLOC_VALIDATE_FREE kValidateFree bool)
 
 if(PAGEMALLOC_TRACE_RUNS)
   set(PAGEMALLOC_TRACE_INCLUDE "#include \"pagemap/tracing_runs.h\"")

@@ -5,11 +5,16 @@
 
 #include <pagemalloc/pagemalloc.h>
 
+#include <cstdint>
 #include <memory>
+#include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
+#include "address_map.h"
 #include "arena.h"
+#include "chunk_tree.h"
 #include "build_config.h"
 #include "heap.h"
 #include "placement.h"
@@ -98,6 +103,49 @@ TEST(DesignChoices, ALargeBlocksLengthIsRightWhereverItIsKept) {
   EXPECT_EQ(pm_sallocx(q, 0), 9 * pagemalloc::kPageSize);
   EXPECT_EQ(pagemalloc::heap().check_invariants(), nullptr);
   pm_free(q);
+}
+
+// kValidateFree: every free searches its arena's chunk tree first, or nothing is searched.
+TEST(DesignChoices, EveryFreeIsValidatedOrNoneAsTheDesignSays) {
+  constexpr int kBlocks = 50;
+  std::vector<void*> blocks;
+  for (int i = 0; i < kBlocks; ++i) blocks.push_back(pm_malloc(i % 2 == 0 ? 48 : 3 * 4096));
+  ASSERT_NE(blocks.front(), nullptr);
+  Arena* arena = pagemalloc::AddressMap::owner_of<Arena>(
+      pagemalloc::address_map().get(pagemalloc::chunk_base_of(blocks.front())));
+  const std::uint64_t before = arena->validated_frees();
+  for (void* p : blocks) pm_free(p);
+  EXPECT_EQ(arena->validated_frees() - before, BuildConfig::kValidateFree ? kBlocks : 0u);
+  EXPECT_EQ(arena->check_invariants(), nullptr);
+}
+
+// The chunk tree itself: it finds exactly the chunks it holds, through inserts and erases.
+TEST(DesignChoices, TheChunkTreeFindsExactlyTheChunksItHolds) {
+  pagemalloc::ChunkTree tree;
+  std::set<std::byte*> model;
+  std::mt19937_64 random(7);
+  auto chunk = [&] {
+    return reinterpret_cast<std::byte*>((random() % 4096 + 1) << pagemalloc::kLgChunkSize);
+  };
+  for (int step = 0; step < 20000; ++step) {
+    std::byte* c = chunk();
+    if (random() % 3 != 0 && !model.contains(c)) {
+      ASSERT_TRUE(tree.insert(c));
+      model.insert(c);
+    } else if (model.contains(c)) {
+      tree.erase(c);
+      model.erase(c);
+    }
+    const std::byte* probe = chunk();
+    ASSERT_EQ(tree.contains(probe), model.contains(const_cast<std::byte*>(probe))) << step;
+  }
+  EXPECT_EQ(tree.size(), model.size());
+  EXPECT_EQ(tree.searches(), 20000u);
+  EXPECT_GT(tree.nodes_visited(), 20000u);
+  EXPECT_EQ(tree.check_invariants(), nullptr);
+  for (std::byte* c : model) tree.erase(c);
+  EXPECT_EQ(tree.size(), 0u);
+  EXPECT_EQ(tree.mapped_bytes(), 0u);
 }
 
 }  // namespace

@@ -540,8 +540,30 @@ ArenaStats Arena::stats() {
                     slab_pool_.mapped_bytes() + runs_.record_bytes()};
 }
 
+void Arena::validate_freed_in_tree(const void* p, PageEntry e) {
+  if constexpr (BuildConfig::kValidateFree) {
+    LockGuard guard(lock_);
+    if (!pal_.validated_chunks().contains(chunk_base_of(p)) || e.kind() != PageKind::Large)
+      return;
+    if constexpr (BuildConfig::kAllocatedRunsTree) pages_in_allocated_runs_tree(runs_, p);
+  }
+}
+
+std::uint64_t Arena::validated_frees() {
+  if constexpr (BuildConfig::kValidateFree) {
+    LockGuard guard(lock_);
+    return pal_.validated_chunks().searches();
+  }
+  return 0;
+}
+
 const char* Arena::check_invariants() {
   LockGuard guard(lock_);
+  if constexpr (BuildConfig::kValidateFree) {
+    if (const char* problem = pal_.validated_chunks().check_invariants()) return problem;
+    if (pal_.validated_chunks().size() != pal_.chunks().size())
+      return "the chunk tree does not hold the arena's chunks";
+  }
   return runs_.check_invariants();
 }
 

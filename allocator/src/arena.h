@@ -160,6 +160,16 @@ class Arena {
     if constexpr (BuildConfig::kAllocatedRunsTree) return large_pages_in_tree(p);
     else return e.pages();
   }
+  // In a design that validates frees (BuildConfig::kValidateFree), the search OS X's malloc
+  // zone made before every free in 2008 (chunk_tree.h): p's chunk in the tree of this arena's
+  // chunks and, for a large block (e: its page-map entry), its length, under the lock. Its
+  // answer is the one the address map and the page map gave already; the free that follows
+  // reports whatever is wrong with p. In any other design it compiles to nothing.
+  void validate_freed(const void* p, PageEntry e) {
+    if constexpr (BuildConfig::kValidateFree) validate_freed_in_tree(p, e);
+  }
+  // The searches validate_freed made (0 in a design without them).
+  std::uint64_t validated_frees();
   // Grows or shrinks the large block at p (pages long) to `want` pages without moving it.
   bool resize_large(void* p, PageCount pages, PageCount want);
 
@@ -255,6 +265,7 @@ class Arena {
   static constexpr std::size_t kNeighbourPurgeBytes = std::size_t{256} << 10;
   // large_pages' search of the allocated runs' tree, under the lock.
   PageCount large_pages_in_tree(const void* p);
+  void validate_freed_in_tree(const void* p, PageEntry e);
   void give_back(Slab* slab, void* p, const char* call);
   void unstash_all();
   void free_large_locked(void* p, PageCount pages, const char* call);

@@ -7,14 +7,18 @@
 // advice the thp option asks for (config.h), which under thp:auto depends on how densely the
 // chunk will be used: the arena says, before each run it asks for, whether the run is a slab
 // or a large run among as many pages of slabs (dense), or a large run that may be touched at
-// one byte in a thousand (ChunkUse).
+// one byte in a thousand (ChunkUse). In a design that validates frees (kValidateFree), it also
+// keeps the chunks in an address tree that every free searches (chunk_tree.h).
 #pragma once
 
 #include <cstddef>
 #include <span>
+#include <type_traits>
 
 #include "address_map.h"
+#include "build_config.h"
 #include "chunk_list.h"
+#include "chunk_tree.h"
 #include "config.h"
 #include "huge.h"
 #include "os_pal.h"
@@ -48,9 +52,18 @@ class ChunkPal {
       os_.release(p, bytes);
       return nullptr;
     }
+    if constexpr (BuildConfig::kValidateFree) {
+      if (!validated_.insert(static_cast<std::byte*>(p))) {
+        address_map().set(p, 0);
+        chunks_.remove(static_cast<std::byte*>(p));
+        os_.release(p, bytes);
+        return nullptr;
+      }
+    }
     return p;
   }
   void release(void* p, std::size_t bytes) {
+    if constexpr (BuildConfig::kValidateFree) validated_.erase(static_cast<std::byte*>(p));
     address_map().set(p, 0);
     chunks_.remove(static_cast<std::byte*>(p));
     os_.release(p, bytes);
@@ -68,6 +81,11 @@ class ChunkPal {
 
   // Every chunk reserved and not yet released.
   [[nodiscard]] std::span<std::byte* const> chunks() const { return chunks_.all(); }
+
+  // Where frees are validated: the tree of the chunks (chunk_tree.h); an empty stand-in in
+  // every other design.
+  using ValidatedChunks = std::conditional_t<BuildConfig::kValidateFree, ChunkTree, NoChunkTree>;
+  ValidatedChunks& validated_chunks() { return validated_; }
 
  private:
   // The thp option (config.h): a chunk is one huge page's worth, aligned to it. An arena's
@@ -99,6 +117,7 @@ class ChunkPal {
   bool huge_pages_under_auto_ = true;
   OsPal os_;
   ChunkList chunks_;
+  [[no_unique_address]] ValidatedChunks validated_;
 };
 static_assert(Pal<ChunkPal>);
 

@@ -211,6 +211,14 @@ Heap::Block Heap::locate(const void* p, const char* call) {
   }
 }
 
+void Heap::validate_free(const void* p) {
+  if (p == nullptr || is_chunk_aligned(p)) return;
+  std::byte* chunk = chunk_base_of(p);
+  const std::uintptr_t entry = address_map().get(chunk);
+  if (AddressMap::tag_of(entry) != AddressMap::kArenaChunk) return;
+  AddressMap::owner_of<Arena>(entry)->validate_freed(p, page_entry(chunk, page_index_of(p)));
+}
+
 void Heap::deallocate_slow(void* p, const char* call) {
   // First the blocks that threads hand each other: a block of another arena's chunk, freed by
   // a thread with a cache.

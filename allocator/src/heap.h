@@ -142,6 +142,10 @@ class Heap {
   std::size_t resize_bumped_in_place(BumpSpace& space, void* p, std::size_t size, std::size_t extra,
                                      bool zero, const char* call);
   void deallocate_slow(void* p, const char* call);
+  // Before a free, in a design that validates frees (BuildConfig::kValidateFree): the search of
+  // p's arena's chunk tree (Arena::validate_freed). Huge blocks, bump arenas' blocks and
+  // foreign pointers are left to the free, which searches or reports them.
+  void validate_free(const void* p);
   static ThreadCache* own_small_block(const void* p, PageEntry& e);
   void deallocate_sized_checked(void* p, std::size_t size, std::size_t align, const char* call);
   void deallocate_small(Arena& owner, PageEntry e, void* p, const char* call);
@@ -240,6 +244,7 @@ inline ThreadCache* Heap::own_small_block(const void* p, PageEntry& e) {
 }
 
 inline void Heap::deallocate(void* p, const char* call) {
+  if constexpr (BuildConfig::kValidateFree) validate_free(p);
   PageEntry e;
   if (ThreadCache* cache = own_small_block(p, e)) [[likely]] {
     *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();

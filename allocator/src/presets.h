@@ -18,10 +18,15 @@
 //   kAllocatedRunsTree   every allocated run also sits in an address tree, searched for a
 //                        large block's length (AllocatedRunsTree: jemalloc from January to
 //                        July 2008); off, the page map's first entry gives it
+//   kValidateFree        every free first searches an address tree of its arena's chunks,
+//                        and a large block's length (ChunkTree: jemalloc's malloc zone on OS X
+//                        in 2008, where free() asked the zone's size() which zone a pointer
+//                        came from); off, the address map alone says
 //
 // The je2008 presets describe jemalloc as Firefox 3.0 shipped it (FreeBSD malloc.c 1.162,
 // February 2008): no thread caches, one arena, bins up to 2 KiB, an emptied run returned at
-// once. They differ in the run manager alone: red-black trees as then, the allocated runs'
+// once, every free validated as on OS X, where the post measured. They differ in the run
+// manager alone: red-black trees as then, the allocated runs'
 // tree included (je2008-trees), the July 2008 fix (je2008-fixed: page-map coalescing beside a
 // size tree) and the O(1) page map (je2008-pagemap). See papers/tree-overhead.
 #pragma once
@@ -45,6 +50,7 @@ struct DefaultConfig {
   static constexpr std::size_t kMaxSmallSize = 16384;
   static constexpr bool kReleaseCurrentSlab = false;
   static constexpr bool kAllocatedRunsTree = false;
+  static constexpr bool kValidateFree = false;
 };
 
 // jemalloc as in Firefox 3.0, run manager as then: red-black trees for free runs.
@@ -57,6 +63,7 @@ struct Je2008TreesConfig : DefaultConfig {
   static constexpr std::size_t kMaxSmallSize = 2048;
   static constexpr bool kReleaseCurrentSlab = true;
   static constexpr bool kAllocatedRunsTree = true;
+  static constexpr bool kValidateFree = true;
 };
 
 // The same after July 2008's fix: coalescing in the page map, free runs in a size tree, no

@@ -3,7 +3,8 @@
 Source: "Overzealous use of my red-black tree hammer" (Jason Evans, 2008; docs/references.md).
 The post's ~10% was measured on an allocator that reached its run manager far more often than
 today's pagemalloc: no thread caches, one arena, slabs up to 2 KiB, a bin's run returned as
-soon as it emptied, every allocated run in an address tree too. pagemalloc builds that design
+soon as it emptied, every allocated run in an address tree too, and on OS X, where the post
+measured, every free validated by a search of the arena's chunk tree. pagemalloc builds that design
 from one option (docs/design.md, "The design's other choices"): je2008-trees (red-black trees,
 and the allocated-runs tree searched for a large block's length), je2008-fixed (the hybrid
 run manager, as after the post's fix) and je2008-pagemap (the O(1) page map). Measured per
@@ -24,7 +25,7 @@ The sweep switches one design choice per step from je2008-trees towards today's 
 (STEPS; cumulative), builds every step with the trees and with the page map, and measures the
 trees' cost at each step on the programs that reach the run manager most (SWEEP_PROGRAMS). Its
 predictions use the per-call cost from the replay of the 2008 traces (rbtree_allocated at the
-first step, rbtree after it), since a trace of each step would add nothing but time.
+first two steps, rbtree after them), since a trace of each step would add nothing but time.
 
 The libraries are built under build/sweep/<name> (the library target only, Release). Writes
 papers/tree-overhead/results-2008.md (tables), sweep.png and prediction.png (figures) and
@@ -43,11 +44,13 @@ RAW = RESULTS / "tree_overhead_2008"
 SWEEP_BUILDS = ROOT / "build" / "sweep"
 DESIGN_OPTIONS = ["PAGEMALLOC_RUNS", "PAGEMALLOC_THREAD_CACHES", "PAGEMALLOC_TRANSFER_STASH",
                   "PAGEMALLOC_ARENAS", "PAGEMALLOC_MAX_SMALL_SIZE",
-                  "PAGEMALLOC_RELEASE_CURRENT_SLAB", "PAGEMALLOC_ALLOCATED_RUNS_TREE"]
+                  "PAGEMALLOC_RELEASE_CURRENT_SLAB", "PAGEMALLOC_ALLOCATED_RUNS_TREE",
+                  "PAGEMALLOC_VALIDATE_FREE"]
 # One design choice per step, from 2008's towards today's; each step keeps the ones before it.
 # After the last, the design is today's default (allocator/src/presets.h).
 STEPS = [
     ("2008 design", {}),
+    ("frees not validated", {"PAGEMALLOC_VALIDATE_FREE": "OFF"}),
     ("no allocated-runs tree", {"PAGEMALLOC_ALLOCATED_RUNS_TREE": "OFF"}),
     ("emptied slabs kept", {"PAGEMALLOC_RELEASE_CURRENT_SLAB": "OFF"}),
     ("slabs up to 16 KiB", {"PAGEMALLOC_MAX_SMALL_SIZE": "16384"}),
@@ -63,8 +66,8 @@ EIGHT = ["python", "perl", "lua", "ruby", "sqlite", "gxx", "jq", "redis"]
 SWEEP_PROGRAMS = ["duk", "mujs", "gc-churn", "sqlite", "gxx"]
 PRESET_OF = {"trees": "je2008-trees", "fixed": "je2008-fixed", "pagemap": "je2008-pagemap"}
 # The trace_replay variant whose cost is the trees' at a step (the allocated-runs tree goes at
-# step 1).
-REPLAY_TREES = ["rbtree_allocated"] + ["rbtree"] * (len(STEPS) - 1)
+# step 2).
+REPLAY_TREES = ["rbtree_allocated"] * 2 + ["rbtree"] * (len(STEPS) - 2)
 
 
 def step_options(step):
@@ -387,7 +390,7 @@ def report(info, data):
         "![the trees' cost at each step](sweep.png)", "",
         "Each cell: the trees build's wall time over the page-map build's at that step, the "
         "prediction in brackets (calls x the 2008 traces' replay difference per call: "
-        "rbtree_allocated at step 0, rbtree after it) and the trees build's run-manager calls.",
+        "rbtree_allocated at steps 0 and 1, rbtree after them) and the trees build's run-manager calls.",
         "", sweep_table, "",
     ]
     if problems:
