@@ -142,8 +142,11 @@ def count_calls(libraries, quick, seed):
     shutil.rmtree(stats, ignore_errors=True)
     stats.mkdir(parents=True)
     conf = f"PAGEMALLOC_CONF=stats_print:json,stats_file:{stats}/{{allocator}}.{{program}}.%p.json"
-    for names, programs in [([n for n in counted if n.startswith("s0-")], PROGRAMS),
-                            ([n for n in counted if not n.startswith("s0-")], SWEEP_PROGRAMS)]:
+    # Every program at the first step and at the last (today's design); the sweep's programs
+    # at the steps between.
+    ends = ("s0-", f"s{len(STEPS) - 1}-")
+    for names, programs in [([n for n in counted if n.startswith(ends)], PROGRAMS),
+                            ([n for n in counted if not n.startswith(ends)], SWEEP_PROGRAMS)]:
         log(f"tree-overhead-2008: run-manager calls, {len(names)} counting builds")
         real_programs({n: counted[n] for n in names}, programs, 1, seed, quick,
                       RAW / "counts.json", ["--pagemalloc-env", conf])

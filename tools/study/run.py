@@ -80,7 +80,7 @@ def build_everything(parts):
         release_targets += ["run_manager_bench", "run_manager_bench_counted", "trace_replay",
                             "trace_replay_counted"]
     if "tree-overhead-2008" in parts:
-        release_targets += ["trace_replay"]
+        release_targets += ["trace_replay", "gc_arena_churn"]
     if "cross-thread" in parts:
         release_targets += cross_thread.TARGETS
     if "instructions" in parts:
