@@ -38,8 +38,9 @@ It builds the presets of CMakePresets.json it needs (release = the pagemap varia
 rbtree, trace = the tracing drop-in), only the targets it runs; raw results go to results/
 (Google Benchmark's JSON where it applies), the reports to papers/<study>/results.md with PNG
 figures, and the summary to results/summary.md, printed at the end. --quick runs one short
-round of everything (a smoke test of the whole pipeline, within 5 minutes on 2 cores once
-built); the default takes about 30 minutes. Environment: JOBS (build jobs, default 2).
+round of everything (a smoke test of the whole pipeline, within 15 minutes on 2 cores once
+built); the default takes about 85 minutes, 45 of them tree-overhead-2008's. Environment: JOBS
+(build jobs, default 2).
 """
 
 import argparse
