@@ -541,20 +541,14 @@ ArenaStats Arena::stats() {
 }
 
 void Arena::validate_freed_in_tree(const void* p, PageEntry e) {
-  if constexpr (BuildConfig::kValidateFree) {
-    LockGuard guard(lock_);
-    if (!pal_.validated_chunks().contains(chunk_base_of(p)) || e.kind() != PageKind::Large)
-      return;
-    if constexpr (BuildConfig::kAllocatedRunsTree) pages_in_allocated_runs_tree(runs_, p);
-  }
+  LockGuard guard(lock_);
+  if (!pal_.validated_chunks().contains(chunk_base_of(p)) || e.kind() != PageKind::Large) return;
+  pages_in_allocated_runs_tree(runs_, p);  // nothing without the allocated runs' tree
 }
 
 std::uint64_t Arena::validated_frees() {
-  if constexpr (BuildConfig::kValidateFree) {
-    LockGuard guard(lock_);
-    return pal_.validated_chunks().searches();
-  }
-  return 0;
+  LockGuard guard(lock_);
+  return pal_.validated_chunks().searches();
 }
 
 const char* Arena::check_invariants() {

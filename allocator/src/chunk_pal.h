@@ -52,18 +52,16 @@ class ChunkPal {
       os_.release(p, bytes);
       return nullptr;
     }
-    if constexpr (BuildConfig::kValidateFree) {
-      if (!validated_.insert(static_cast<std::byte*>(p))) {
-        address_map().set(p, 0);
-        chunks_.remove(static_cast<std::byte*>(p));
-        os_.release(p, bytes);
-        return nullptr;
-      }
+    if (!validated_.insert(static_cast<std::byte*>(p))) {
+      address_map().set(p, 0);
+      chunks_.remove(static_cast<std::byte*>(p));
+      os_.release(p, bytes);
+      return nullptr;
     }
     return p;
   }
   void release(void* p, std::size_t bytes) {
-    if constexpr (BuildConfig::kValidateFree) validated_.erase(static_cast<std::byte*>(p));
+    validated_.erase(static_cast<std::byte*>(p));
     address_map().set(p, 0);
     chunks_.remove(static_cast<std::byte*>(p));
     os_.release(p, bytes);

@@ -38,6 +38,7 @@ import shutil
 
 from common import (PAPERS, PYTHON, RESULTS, ROOT, f_or_dash, fmt_ratio, geomean, log,
                     machine_line, markdown_table, ratio, read_json, run, write_json)
+from tree_overhead import replay_table
 
 PAPER = PAPERS / "tree-overhead"
 RAW = RESULTS / "tree_overhead_2008"
@@ -145,11 +146,12 @@ def count_calls(libraries, quick, seed):
     # Every program at the first step and at the last (today's design); the sweep's programs
     # at the steps between.
     ends = ("s0-", f"s{len(STEPS) - 1}-")
-    for names, programs in [([n for n in counted if n.startswith(ends)], PROGRAMS),
-                            ([n for n in counted if not n.startswith(ends)], SWEEP_PROGRAMS)]:
+    for part, names, programs in [
+            ("ends", [n for n in counted if n.startswith(ends)], PROGRAMS),
+            ("between", [n for n in counted if not n.startswith(ends)], SWEEP_PROGRAMS)]:
         log(f"tree-overhead-2008: run-manager calls, {len(names)} counting builds")
         real_programs({n: counted[n] for n in names}, programs, 1, seed, quick,
-                      RAW / "counts.json", ["--pagemalloc-env", conf])
+                      RAW / f"counts-{part}.json", ["--pagemalloc-env", conf])
     totals = {}
     for path in stats.glob("*.json"):
         library, program = path.name.split(".")[:2]
@@ -171,26 +173,23 @@ def replay_costs(libraries, quick, seed):
     real_programs({"trace": libraries["trace"]}, PROGRAMS, 1, seed, quick,
                   RAW / "traced.json",
                   ["--pagemalloc-env", f"PAGEMALLOC_TRACE={traces}/{{program}}.%p.trace"])
+    # Each program's largest trace (g++: cc1plus's) becomes traces/<program>.trace.
     largest = {}
     for path in traces.glob("*.trace"):
         program = path.name.split(".")[0]
         if program not in largest or path.stat().st_size > largest[program].stat().st_size:
             largest[program] = path
+    kept = {path.rename(traces / f"{program}.trace") for program, path in largest.items()}
+    for path in set(traces.glob("*.trace")) - kept:
+        path.unlink()
     out = RAW / "replay.json"
-    log(f"tree-overhead-2008: replaying {len(largest)} traces")
+    log(f"tree-overhead-2008: replaying {len(kept)} traces")
     run([ROOT / "build" / "release" / "benchmarks" / "trace_replay",
-         *[f"--trace={p}" for p in sorted(largest.values())], "--pal=pooled",
+         *[f"--trace={p}" for p in sorted(kept)], "--pal=pooled",
          "--benchmark_filter=/(pagemap|rbtree|rbtree_allocated)/",
          f"--benchmark_out={out}", "--benchmark_out_format=json",
          *(["--benchmark_repetitions=1"] if quick else [])], quiet=True)
-    cells = {}
-    for b in read_json(out)["benchmarks"]:
-        if b.get("run_type") == "aggregate" or b.get("error_occurred"):
-            continue
-        parts = b.get("run_name", b["name"]).split("/")
-        program = parts[1].split(".")[0]
-        cells.setdefault((program, parts[2]), []).append(b["ns_per_op"])
-    return {key: sorted(values)[len(values) // 2] for key, values in cells.items()}
+    return {key: cell["ns_per_op"] for key, cell in replay_table(out, "pooled").items()}
 
 
 def measure(quick, rounds, seed):
