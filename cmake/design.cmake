@@ -12,7 +12,9 @@
 #   PAGEMALLOC_RELEASE_CURRENT_SLAB ON | OFF
 #   PAGEMALLOC_ALLOCATED_RUNS_TREE ON | OFF
 #   PAGEMALLOC_VALIDATE_FREE       ON | OFF
-# Each choice left empty (the default) keeps the preset's.
+#   PAGEMALLOC_CHUNK_SIZE          1048576 | 2097152
+# Each choice left empty (the default) keeps the preset's. Sets PAGEMALLOC_LG_CHUNK_SIZE too,
+# for pagemap/chunk_size.h: every layer counts in chunks of the one size.
 
 set(PAGEMALLOC_PRESET "default" CACHE STRING
     "the design: default | je2008-trees | je2008-fixed | je2008-pagemap")
@@ -29,12 +31,14 @@ set(PAGEMALLOC_ALLOCATED_RUNS_TREE "" CACHE STRING
     "keep allocated runs in an address tree, searched for a large block's length: ON | OFF (empty: the preset's)")
 set(PAGEMALLOC_VALIDATE_FREE "" CACHE STRING
     "every free searches a tree of its arena's chunks first (OS X's malloc zone, 2008): ON | OFF (empty: the preset's)")
+set(PAGEMALLOC_CHUNK_SIZE "" CACHE STRING "chunk size in bytes: 1048576 | 2097152 (empty: the preset's)")
 
 # preset name -> C++ type, and its run manager (allocator/src/presets.h; build_config.h checks
 # that the two agree).
 set(preset_types default DefaultConfig je2008-trees Je2008TreesConfig
                  je2008-fixed Je2008FixedConfig je2008-pagemap Je2008PagemapConfig)
 set(preset_runs default pagemap je2008-trees rbtree je2008-fixed hybrid je2008-pagemap pagemap)
+set(preset_lg_chunk_sizes default 21 je2008-trees 20 je2008-fixed 20 je2008-pagemap 20)
 list(FIND preset_types "${PAGEMALLOC_PRESET}" preset_at)
 if(preset_at EQUAL -1 OR NOT PAGEMALLOC_PRESET MATCHES "^[a-z0-9-]+$")
   message(FATAL_ERROR "PAGEMALLOC_PRESET=${PAGEMALLOC_PRESET}: unknown; use default, "
@@ -45,6 +49,9 @@ list(GET preset_types ${preset_at} PAGEMALLOC_PRESET_TYPE)
 list(FIND preset_runs "${PAGEMALLOC_PRESET}" runs_at)
 math(EXPR runs_at "${runs_at} + 1")
 list(GET preset_runs ${runs_at} preset_run_manager)
+list(FIND preset_lg_chunk_sizes "${PAGEMALLOC_PRESET}" chunk_at)
+math(EXPR chunk_at "${chunk_at} + 1")
+list(GET preset_lg_chunk_sizes ${chunk_at} PAGEMALLOC_LG_CHUNK_SIZE)
 
 set(PAGEMALLOC_DESIGN_OVERRIDES "")
 set(run_manager_types pagemap PagemapRuns hybrid HybridRuns rbtree RbtreeRuns)
@@ -97,6 +104,17 @@ design_override(PAGEMALLOC_MAX_SMALL_SIZE kMaxSmallSize 2048 16384)
 design_override(PAGEMALLOC_RELEASE_CURRENT_SLAB kReleaseCurrentSlab bool)
 design_override(PAGEMALLOC_ALLOCATED_RUNS_TREE kAllocatedRunsTree bool)
 design_override(PAGEMALLOC_VALIDATE_FREE kValidateFree bool)
+if(NOT PAGEMALLOC_CHUNK_SIZE STREQUAL "")
+  if(PAGEMALLOC_CHUNK_SIZE STREQUAL "1048576")
+    set(PAGEMALLOC_LG_CHUNK_SIZE 20)
+  elseif(PAGEMALLOC_CHUNK_SIZE STREQUAL "2097152")
+    set(PAGEMALLOC_LG_CHUNK_SIZE 21)
+  else()
+    message(FATAL_ERROR "PAGEMALLOC_CHUNK_SIZE=${PAGEMALLOC_CHUNK_SIZE}: use one of 1048576 2097152")
+  endif()
+  string(APPEND PAGEMALLOC_DESIGN_OVERRIDES
+         "  static constexpr std::size_t kLgChunkSize = ${PAGEMALLOC_LG_CHUNK_SIZE};\n")
+endif()
 
 if(PAGEMALLOC_TRACE_RUNS)
   set(PAGEMALLOC_TRACE_INCLUDE "#include \"pagemap/tracing_runs.h\"")
@@ -107,4 +125,6 @@ else()
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/allocator/src/build_config.h.in
                ${PROJECT_BINARY_DIR}/generated/build_config.h @ONLY)
-message(STATUS "pagemalloc design: ${PAGEMALLOC_PRESET}, run manager ${PAGEMALLOC_RUNS_RESOLVED}")
+math(EXPR chunk_kib "1 << (${PAGEMALLOC_LG_CHUNK_SIZE} - 10)")
+message(STATUS "pagemalloc design: ${PAGEMALLOC_PRESET}, run manager ${PAGEMALLOC_RUNS_RESOLVED}, "
+               "chunks of ${chunk_kib} KiB")

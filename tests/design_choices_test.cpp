@@ -119,6 +119,23 @@ TEST(DesignChoices, EveryFreeIsValidatedOrNoneAsTheDesignSays) {
   EXPECT_EQ(arena->check_invariants(), nullptr);
 }
 
+// kLgChunkSize: chunks of the size the design chose. A block of 1.5 MiB is a run of a 2 MiB
+// chunk or, past the largest run of a 1 MiB chunk, a huge extent of its own.
+TEST(DesignChoices, ChunksAreTheSizeTheDesignChose) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  EXPECT_EQ(pagemalloc::kChunkSize, std::size_t{1} << BuildConfig::kLgChunkSize);
+  EXPECT_LT(pagemalloc::kMaxRunPages.bytes(), pagemalloc::kChunkSize);
+  const bool small_chunks = BuildConfig::kLgChunkSize == 20;
+  void* p = pm_malloc(3 * kMiB / 2);
+  ASSERT_NE(p, nullptr);
+  const auto tag = pagemalloc::AddressMap::tag_of(pagemalloc::address_map().get(p));
+  EXPECT_EQ(tag, small_chunks ? pagemalloc::AddressMap::kHuge : pagemalloc::AddressMap::kArenaChunk);
+  // A huge extent starts a chunk; a run never does (the chunk's header comes first).
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % kMiB == 0, small_chunks);
+  EXPECT_EQ(pagemalloc::heap().check_invariants(), nullptr);
+  pm_free(p);
+}
+
 // The chunk tree itself: it finds exactly the chunks it holds, through inserts and erases.
 TEST(DesignChoices, TheChunkTreeFindsExactlyTheChunksItHolds) {
   pagemalloc::ChunkTree tree;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "config.h"
+#include "pagemap/page_map.h"
 #include "pagemalloc/pagemalloc.h"
 
 namespace {
@@ -59,8 +60,12 @@ long thp_mode() {
   return mode;
 }
 
+// A large run of three quarters of a chunk (1.5 MiB in chunks of 2 MiB): two cannot share one.
+constexpr std::size_t kLarge = pagemalloc::kChunkSize / 4 * 3;
+static_assert(kLarge <= pagemalloc::kMaxRunPages.bytes());
+
 // The VmFlags of an explicit arena's first two chunks, mapped while the option is `mode`: two
-// blocks of 1.5 MiB cannot share a 2 MiB chunk.
+// blocks of kLarge cannot share a chunk.
 struct ChunkFlags {
   std::string first, second;
 };
@@ -69,9 +74,8 @@ ChunkFlags flags_of_new_chunks(long mode) {
   EXPECT_EQ(pm_ctl("thp", nullptr, &mode), 0);
   const unsigned arena = pm_arena_create();
   EXPECT_NE(arena, 0u);
-  constexpr std::size_t kBlock = std::size_t{3} << 19;
-  void* a = pm_mallocx(kBlock, PM_ARENA(arena));
-  void* b = pm_mallocx(kBlock, PM_ARENA(arena));
+  void* a = pm_mallocx(kLarge, PM_ARENA(arena));
+  void* b = pm_mallocx(kLarge, PM_ARENA(arena));
   EXPECT_NE(a, nullptr);
   EXPECT_NE(b, nullptr);
   ChunkFlags flags{vm_flags_of(a), vm_flags_of(b)};
@@ -123,9 +127,8 @@ TEST(HugePages, AutoAdvisesHugePagesForSlabChunksOnly) {
   const ScopedThp automatic(3);
   const unsigned arena = pm_arena_create();
   ASSERT_NE(arena, 0u);
-  constexpr std::size_t kLarge = std::size_t{3} << 19;  // 1.5 MiB: one per chunk
   const auto chunk_of = [](const void* p) {
-    return reinterpret_cast<std::uintptr_t>(p) >> 21;  // 2 MiB chunks
+    return reinterpret_cast<std::uintptr_t>(p) >> pagemalloc::kLgChunkSize;
   };
   std::vector<std::uintptr_t> large_chunks;
   for (int i = 0; i < 4; ++i) {
@@ -149,7 +152,7 @@ TEST(HugePages, AutoAdvisesHugePagesForSlabChunksOnly) {
 
 // Under auto, a large run among more pages of slabs (an interpreter's heap, whose tables grow
 // by realloc) is taken as densely used: once 10 MiB of small blocks fill the arena's first
-// chunks, a chunk mapped for a block of 1.5 MiB is advised MADV_HUGEPAGE. Two such blocks cannot
+// chunks, a chunk mapped for a block of kLarge is advised MADV_HUGEPAGE. Two such blocks cannot
 // share a chunk, so at least one of them makes the arena map a chunk for it.
 TEST(HugePages, AutoAdvisesHugePagesForALargeRunAmongMorePagesOfSlabs) {
   const ScopedThp automatic(3);
@@ -160,7 +163,6 @@ TEST(HugePages, AutoAdvisesHugePagesForALargeRunAmongMorePagesOfSlabs) {
     small.push_back(pm_mallocx(1024, PM_ARENA(arena)));
     ASSERT_NE(small.back(), nullptr);
   }
-  constexpr std::size_t kLarge = std::size_t{3} << 19;  // 1.5 MiB
   for (int i = 0; i < 2; ++i) {
     void* large = pm_mallocx(kLarge, PM_ARENA(arena));
     ASSERT_NE(large, nullptr);

@@ -110,11 +110,12 @@ TYPED_TEST(RunRecordsTest, SparseRunsMakeOnlyThePageMapAndTheirTouchedPagesResid
   using Runs = typename TypeParam::template Over<SmallPagesPal>;
   SmallPagesPal pal;
   Runs runs{pal};
-  // Seven runs of 16 .. 112 pages, one byte touched in each (a table filled sparsely).
+  // Seven runs of 8 .. 56 pages (in one chunk of either size), one byte touched in each (a
+  // table filled sparsely).
   std::vector<PageRun> live;
   std::set<std::size_t> touched{0};  // the page map
   for (std::size_t i = 0; i < 7; ++i) {
-    AllocatedRun r = runs.alloc(PageCount(16 * (i + 1)));
+    AllocatedRun r = runs.alloc(PageCount(8 * (i + 1)));
     ASSERT_TRUE(r.run);
     r.run.base()[0] = std::byte{1};
     touched.insert(r.run.first.value());

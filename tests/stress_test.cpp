@@ -97,7 +97,7 @@ constexpr unsigned kStatisticsPeriod = 500;
 constexpr unsigned kYieldPeriod = 32;
 
 constexpr std::size_t kMaxSmall = pagemalloc::kMaxSmallSize;
-constexpr std::size_t kMaxLarge = 1 * MiB;
+constexpr std::size_t kMaxLarge = kChunkSize / 2;  // 1 MiB, or 512 KiB with 1 MiB chunks
 constexpr std::size_t kMaxHuge = kChunkSize + 4 * MiB;  // huge blocks start above kChunkSize
 static_assert(kMaxLarge < kChunkSize);
 // Small blocks are checked whole; a larger one (at least 16 KiB: past a page, also where the

@@ -1,4 +1,5 @@
-// The address map: for every 2 MiB granule of the address space, who owns it.
+// The address map: for every chunk-sized granule of the address space (2 MiB, or 1 MiB in a
+// design with smaller chunks: kLgChunkSize), who owns it.
 //
 // An entry is 0 (not pagemalloc's), an arena chunk (tagged pointer to its arena), a bump
 // arena's chunk (tagged pointer to its BumpSpace, bump_space.h) or the first or last granule

@@ -5,7 +5,7 @@
 //                       stash of free regions that thread caches flushed (as tcmalloc's
 //                       transfer cache): a flush or a refill moves a batch of pointers with
 //                       one copy, and slab bitmaps are touched only when the stash overflows
-//   large (<= ~2 MiB)   a run of whole pages, its length in the page map's first entry
+//   large (< a chunk)   a run of whole pages, its length in the page map's first entry
 //
 // Slow paths (a new slab, a run freed) tick the decay clock; free runs that stayed dirty for
 // decay_ms are returned to the OS.

@@ -2,15 +2,16 @@
 // each region lent to one owner (a thread's lease, or a pagemalloc::BumpArena's cursor) who
 // bumps blocks from it with an add, a compare and two stores, taking no lock.
 //
-//   chunk     2 MiB, chunk-aligned, tagged kBumpChunk in the address map with this space;
-//             kept across resets, returned by release_all (destroy). Its first 16 bytes
-//             hold the address of its size map; blocks start after them
+//   chunk     2 MiB (or 1 MiB: kLgChunkSize), chunk-aligned, tagged kBumpChunk in the
+//             address map with this space; kept across resets, returned by release_all
+//             (destroy). Its first 16 bytes hold the address of its size map; blocks start
+//             after them
 //   region    128 KiB of a chunk; an owner whose span is full takes the next span under the
 //             lock: one region, then twice as many as its last span (up to 4: 512 KiB, so
 //             that a block's length in granules fits in 15 bits)
 //   block     16-aligned (or aligned as asked, up to a page), its size rounded up to 16 bytes
 //             (a block of 0 bytes takes 16): blocks lie next to each other, with no header
-//   size map  one 16-bit entry per 16 bytes of the chunk (256 KiB, mapped beside it): at a
+//   size map  one 16-bit entry per 16 bytes of the chunk (an eighth of it, mapped beside): at a
 //             block's first granule, its length in granules, the top bit set once freed;
 //             0 elsewhere (with checks on, a reset zeroes the maps, so that a block of an
 //             earlier round is seen as no block)
@@ -67,7 +68,7 @@ struct BumpSizeMap {
     return map + (static_cast<const std::byte*>(p) - chunk) / kBumpGranule;
   }
   // pm_bump_cursor.size_map for a span of this chunk: the entry of block b is at
-  // (b >> 3) + bias (b is 16-aligned, the chunk 2 MiB-aligned).
+  // (b >> 3) + bias (b is 16-aligned, the chunk chunk-aligned).
   static unsigned long long bias(const std::byte* chunk, const std::uint16_t* map) {
     return reinterpret_cast<std::uintptr_t>(map) - (reinterpret_cast<std::uintptr_t>(chunk) >> 3);
   }

@@ -86,8 +86,9 @@ class ChunkPal {
   ValidatedChunks& validated_chunks() { return validated_; }
 
  private:
-  // The thp option (config.h): a chunk is one huge page's worth, aligned to it. An arena's
-  // first chunk never gets MADV_HUGEPAGE: a thread that allocates a little from an arena of
+  // The thp option (config.h): a chunk of 2 MiB is one huge page's worth, aligned to it (a
+  // chunk of 1 MiB is half of one, which it shares with its neighbour when both have the
+  // same advice). An arena's first chunk never gets MADV_HUGEPAGE: a thread that allocates a little from an arena of
   // its own does not make a whole chunk resident. Under auto, neither do its first
   // kSmallPageChunks: a heap that stays within them (a small program) gains little from huge
   // pages, and would pay for the unused part of its newest chunk. Nor does a chunk that may be

@@ -1,5 +1,5 @@
 // Huge blocks: requests above the largest run, served straight from the OS as extents of
-// whole chunks (2 MiB granules), chunk-aligned so that free() recognises them by alignment.
+// whole chunks (chunk-sized granules), chunk-aligned so that free() recognises them by alignment.
 //
 // A freed extent is not unmapped at once: it stays, resident, on a list until the decay
 // passes, coalesced with free extents next to it. A later request is carved from the best

@@ -22,12 +22,16 @@
 //                        and a large block's length (ChunkTree: jemalloc's malloc zone on OS X
 //                        in 2008, where free() asked the zone's size() which zone a pointer
 //                        came from); off, the address map alone says
+//   kLgChunkSize         chunks of 2^20 (1 MiB: jemalloc in 2008) or 2^21 bytes (2 MiB:
+//                        today's, a transparent huge page); the largest run, and so where
+//                        huge blocks begin, is a chunk less its header. One per build: every
+//                        layer counts in it (pagemap/chunk_size.h)
 //
 // The je2008 presets describe jemalloc as Firefox 3.0 shipped it (FreeBSD malloc.c 1.162,
 // February 2008): no thread caches, one arena, bins up to 2 KiB, an emptied run returned at
-// once, every free validated as on OS X, where the post measured. They differ in the run
-// manager alone: red-black trees as then, the allocated runs'
-// tree included (je2008-trees), the July 2008 fix (je2008-fixed: page-map coalescing beside a
+// once, every free validated as on OS X, where the post measured, chunks of 1 MiB. They
+// differ in the run manager alone: red-black trees as then, the allocated runs' tree
+// included (je2008-trees), the July 2008 fix (je2008-fixed: page-map coalescing beside a
 // size tree) and the O(1) page map (je2008-pagemap). See papers/tree-overhead.
 #pragma once
 
@@ -51,6 +55,7 @@ struct DefaultConfig {
   static constexpr bool kReleaseCurrentSlab = false;
   static constexpr bool kAllocatedRunsTree = false;
   static constexpr bool kValidateFree = false;
+  static constexpr std::size_t kLgChunkSize = 21;
 };
 
 // jemalloc as in Firefox 3.0, run manager as then: red-black trees for free runs.
@@ -64,6 +69,7 @@ struct Je2008TreesConfig : DefaultConfig {
   static constexpr bool kReleaseCurrentSlab = true;
   static constexpr bool kAllocatedRunsTree = true;
   static constexpr bool kValidateFree = true;
+  static constexpr std::size_t kLgChunkSize = 20;
 };
 
 // The same after July 2008's fix: coalescing in the page map, free runs in a size tree, no

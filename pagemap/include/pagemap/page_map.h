@@ -108,7 +108,7 @@ static_assert(sizeof(PageEntry) == 8);
 // (record_pool.h), found through the page map's Header and Free entries, so that a chunk whose
 // runs are touched sparsely has no other metadata page resident.
 //
-//   [ PageEntry x 512 ] [ runs ... ]
+//   [ PageEntry x kPagesPerChunk (512: 4 KiB; 256 with chunks of 1 MiB) ] [ runs ... ]
 //
 // kMaxRunPages, the longest run the allocator asks for, leaves room for a header of up to
 // kMaxHeaderPages pages (the size at which blocks stop being large runs and become huge).

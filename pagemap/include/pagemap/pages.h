@@ -1,6 +1,7 @@
 // Pages and chunks: the units every layer of pagemalloc counts in.
 //
-// A *page* is 4 KiB. A *chunk* is a 2 MiB region aligned to its size, obtained from the OS;
+// A *page* is 4 KiB. A *chunk* is a 2 MiB region (1 MiB in a design that chooses so:
+// kLgChunkSize, pagemap/chunk_size.h) aligned to its size, obtained from the OS;
 // its first page holds the chunk's header (the page map), the rest are handed out as *runs*,
 // contiguous spans of pages. Page counts and page indices are strong types (as tcmalloc's
 // `Length` and `PageId`), so that bytes, pages and indices are never mixed by accident.
@@ -10,14 +11,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "pagemap/chunk_size.h"
+
 namespace pagemalloc {
 
 inline constexpr std::size_t kLgPageSize = 12;
 inline constexpr std::size_t kPageSize = std::size_t{1} << kLgPageSize;
-inline constexpr std::size_t kLgChunkSize = 21;
 inline constexpr std::size_t kChunkSize = std::size_t{1} << kLgChunkSize;
 inline constexpr std::size_t kPagesPerChunk = kChunkSize / kPageSize;
-static_assert(kPagesPerChunk == 512);
+static_assert(kLgChunkSize == 20 || kLgChunkSize == 21, "chunks of 1 MiB or 2 MiB");
 
 // A number of pages.
 class PageCount {
