@@ -147,10 +147,10 @@ class Allocator:
         return os.path.basename(preload) if preload else "libc.so.6"
 
 
-def parse_named_path(text, option):
+def parse_named_path(text, option, value_kind="PATH"):
     name, separator, path = text.partition("=")
     if not separator or not name or not path:
-        raise SetupError(f"{option} wants NAME=PATH, got {text!r}")
+        raise SetupError(f"{option} wants NAME={value_kind}, got {text!r}")
     if not re.fullmatch(r"[A-Za-z0-9_.+-]+", name):
         raise SetupError(f"{option}: the name {name!r} should be letters, digits, _.+-")
     return name, path
@@ -968,7 +968,7 @@ def main(argv=None):
                    if not os.access(path, os.X_OK)]
         if missing:
             raise SetupError(f"missing programs {missing}: run bash tools/install-deps.sh")
-        pagemalloc_env = dict(parse_named_path(text, "--pagemalloc-env")
+        pagemalloc_env = dict(parse_named_path(text, "--pagemalloc-env", "VALUE")
                               for text in args.pagemalloc_env)
     except SetupError as error:
         print(f"real_programs: {error}", file=sys.stderr)
