@@ -39,7 +39,7 @@ rbtree, trace = the tracing drop-in), only the targets it runs; raw results go t
 (Google Benchmark's JSON where it applies), the reports to papers/<study>/results.md with PNG
 figures, and the summary to results/summary.md, printed at the end. --quick runs one short
 round of everything (a smoke test of the whole pipeline, within 15 minutes on 2 cores once
-built); the default takes about 85 minutes, 45 of them tree-overhead-2008's. Environment: JOBS
+built); the default takes about 100 minutes, 60 of them tree-overhead-2008's. Environment: JOBS
 (build jobs, default 2).
 """
 
