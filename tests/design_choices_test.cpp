@@ -129,7 +129,8 @@ TEST(DesignChoices, ChunksAreTheSizeTheDesignChose) {
   void* p = pm_malloc(3 * kMiB / 2);
   ASSERT_NE(p, nullptr);
   const auto tag = pagemalloc::AddressMap::tag_of(pagemalloc::address_map().get(p));
-  EXPECT_EQ(tag, small_chunks ? pagemalloc::AddressMap::kHuge : pagemalloc::AddressMap::kArenaChunk);
+  EXPECT_EQ(tag,
+            small_chunks ? pagemalloc::AddressMap::kHuge : pagemalloc::AddressMap::kArenaChunk);
   // A huge extent starts a chunk; a run never does (the chunk's header comes first).
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % kMiB == 0, small_chunks);
   EXPECT_EQ(pagemalloc::heap().check_invariants(), nullptr);

@@ -88,8 +88,8 @@ class ChunkPal {
  private:
   // The thp option (config.h): a chunk of 2 MiB is one huge page's worth, aligned to it (a
   // chunk of 1 MiB is half of one, which it shares with its neighbour when both have the
-  // same advice). An arena's first chunk never gets MADV_HUGEPAGE: a thread that allocates a little from an arena of
-  // its own does not make a whole chunk resident. Under auto, neither do its first
+  // same advice). An arena's first chunk never gets MADV_HUGEPAGE: a thread that allocates
+  // a little from an arena of its own does not make a whole chunk resident. Under auto, neither do its first
   // kSmallPageChunks: a heap that stays within them (a small program) gains little from huge
   // pages, and would pay for the unused part of its newest chunk. Nor does a chunk that may be
   // used sparsely (ChunkUse), nor any chunk of an arena told to avoid them (the automatic
