@@ -118,10 +118,10 @@ endif()
 
 if(PAGEMALLOC_TRACE_RUNS)
   set(PAGEMALLOC_TRACE_INCLUDE "#include \"pagemap/tracing_runs.h\"")
-  set(PAGEMALLOC_SELECTED_RUNS "TracingRuns<DesignRuns<Pal>>")
+  set(PAGEMALLOC_SELECTED_RUNS "TracingRuns<DesignRuns<Config, Pal>>")
 else()
   set(PAGEMALLOC_TRACE_INCLUDE "")
-  set(PAGEMALLOC_SELECTED_RUNS "DesignRuns<Pal>")
+  set(PAGEMALLOC_SELECTED_RUNS "DesignRuns<Config, Pal>")
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/allocator/src/build_config.h.in
                ${PROJECT_BINARY_DIR}/generated/build_config.h @ONLY)

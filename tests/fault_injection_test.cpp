@@ -1,10 +1,11 @@
 // Failure injection through the OS layer, for the whole allocator: docs/design.md's row "the OS
 // refuses memory: NULL + ENOMEM; every earlier allocation intact; later calls work".
 //
-// This binary links pagemalloc_core_faults, the allocator built over FaultInjectingPal
-// (allocator/src/os_pal.h), so that the reserve, commit, grow and move calls of every arena
-// and huge-block manager fail when the process's fault injector says so. A random workload of
-// the pm_ API (fault_workload.h) runs meanwhile and checks every call against its model.
+// The allocator under test is a second heap in this binary, beside the build's: the build's
+// Config over FaultInjectingPal (FaultyConfig, fault_workload.h), so that the reserve, commit,
+// grow and move calls of every arena and huge-block manager fail when the process's fault
+// injector says so. A random workload of the pm_ API, called on that heap (fault_workload.h),
+// runs meanwhile and checks every call against its model.
 //
 //   RandomFailuresOfEachKind   each kind of OS call alone fails at random steps (p = 0.25;
 //                              0.5 for grow and move, which only huge blocks make), in
@@ -32,13 +33,10 @@
 #include <cstring>
 
 #include "fault_workload.h"
-#include "os_pal.h"
 #include "pagemap/fault_injector.h"
 
 namespace pagemalloc::test {
 namespace {
-
-static_assert(kFaultInjection, "this test must link pagemalloc_core_faults");
 
 constexpr const char* kCallNames[kPalCallKinds] = {"reserve", "commit", "grow", "move"};
 constexpr PalCall kCallKinds[kPalCallKinds] = {PalCall::Reserve, PalCall::Commit, PalCall::Grow,
@@ -61,44 +59,44 @@ void expect_every_call_works() {
   };
   std::vector<void*> blocks;
   for (std::size_t size : {std::size_t{100}, 100 * kKiB, 5 * kMiB}) {
-    void* p = pm_malloc(size);
+    void* p = Faulty::malloc(size);
     EXPECT_NE(p, nullptr) << "pm_malloc(" << size << ")";
     blocks.push_back(p);
-    void* z = pm_calloc(size, 1);
+    void* z = Faulty::calloc(size, 1);
     EXPECT_NE(z, nullptr) << "pm_calloc";
     if (z != nullptr) expect_zero(z, size, "pm_calloc");
     blocks.push_back(z);
-    void* x = pm_mallocx(size, PM_ALIGN(64 * kKiB) | PM_ZERO);
+    void* x = Faulty::mallocx(size, PM_ALIGN(64 * kKiB) | PM_ZERO);
     EXPECT_NE(x, nullptr) << "pm_mallocx";
     if (x != nullptr) expect_zero(x, size, "pm_mallocx(PM_ZERO)");
     blocks.push_back(x);
-    blocks.push_back(pm_aligned_alloc(4096, size));
+    blocks.push_back(Faulty::aligned_alloc(4096, size));
     EXPECT_NE(blocks.back(), nullptr) << "pm_aligned_alloc";
     void* a = nullptr;
-    EXPECT_EQ(pm_posix_memalign(&a, 256, size), 0);
+    EXPECT_EQ(Faulty::posix_memalign(&a, 256, size), 0);
     blocks.push_back(a);
   }
-  auto* grown = static_cast<unsigned char*>(pm_malloc(64));
+  auto* grown = static_cast<unsigned char*>(Faulty::malloc(64));
   ASSERT_NE(grown, nullptr);
   std::memset(grown, 0x5a, 64);
   for (std::size_t size : {std::size_t{4000}, 300 * kKiB, 3 * kMiB, 9 * kMiB}) {
-    grown = static_cast<unsigned char*>(pm_realloc(grown, size));
+    grown = static_cast<unsigned char*>(Faulty::realloc(grown, size));
     ASSERT_NE(grown, nullptr) << "pm_realloc to " << size;
     EXPECT_EQ(first_byte_not(grown, 64, 0x5a), 64u) << "pm_realloc to " << size;
   }
-  grown = static_cast<unsigned char*>(pm_rallocx(grown, 12 * kMiB, PM_ALIGN(64) | PM_ZERO));
+  grown = static_cast<unsigned char*>(Faulty::rallocx(grown, 12 * kMiB, PM_ALIGN(64) | PM_ZERO));
   ASSERT_NE(grown, nullptr) << "pm_rallocx";
   EXPECT_EQ(first_byte_not(grown, 64, 0x5a), 64u) << "pm_rallocx";
-  EXPECT_GE(pm_xallocx(grown, 14 * kMiB, 0, 0), 12 * kMiB) << "pm_xallocx";
+  EXPECT_GE(Faulty::xallocx(grown, 14 * kMiB, 0, 0), 12 * kMiB) << "pm_xallocx";
   blocks.push_back(grown);
-  const unsigned arena = pm_arena_create();
+  const unsigned arena = Faulty::arena_create();
   ASSERT_NE(arena, 0u);
   for (std::size_t size : {std::size_t{100}, 100 * kKiB, 5 * kMiB}) {
-    blocks.push_back(pm_mallocx(size, PM_ARENA(arena)));
+    blocks.push_back(Faulty::mallocx(size, PM_ARENA(arena)));
     EXPECT_NE(blocks.back(), nullptr) << "pm_mallocx(PM_ARENA) of " << size;
   }
-  for (void* p : blocks) pm_free(p);
-  EXPECT_EQ(pm_arena_destroy(arena), 0);
+  for (void* p : blocks) Faulty::free(p);
+  EXPECT_EQ(Faulty::arena_destroy(arena), 0);
 }
 
 class FaultInjection : public testing::Test {
@@ -106,7 +104,7 @@ class FaultInjection : public testing::Test {
   void SetUp() override {
     const long zero = 0;
     ASSERT_EQ(pm_ctl("decay_ms", &saved_decay_, &zero), 0);
-    pm_purge();
+    Faulty::purge();
     held_at_start_ = injector().held_bytes();
     allocated_at_start_ = current_stats().allocated;
   }
@@ -122,7 +120,7 @@ class FaultInjection : public testing::Test {
     expect_every_call_works();
     workload.free_everything();
     EXPECT_EQ(current_stats().allocated, allocated_at_start_);
-    pm_purge();
+    Faulty::purge();
     EXPECT_EQ(injector().held_bytes(), held_at_start_)
         << "address space reserved through the OS layer was not given back";
   }
@@ -178,21 +176,21 @@ TEST_F(FaultInjection, RandomFailuresOfAllKinds) {
 // The first block of a new arena takes a new chunk, whose pages are committed before use:
 // when the commit is refused, the call fails and the chunk goes back to the OS at once.
 TEST_F(FaultInjection, RefusedCommitOfANewChunkKeepsNothing) {
-  const unsigned arena = pm_arena_create();
+  const unsigned arena = Faulty::arena_create();
   ASSERT_NE(arena, 0u);
   const std::uint64_t failures_before = injector().failures(PalCall::Commit);
   injector().fail_nth(1, {PalCall::Commit});
   errno = 0;
-  EXPECT_EQ(pm_mallocx(100 * kKiB, PM_ARENA(arena)), nullptr);
+  EXPECT_EQ(Faulty::mallocx(100 * kKiB, PM_ARENA(arena)), nullptr);
   EXPECT_EQ(errno, ENOMEM);
   injector().stop();
   EXPECT_EQ(injector().failures(PalCall::Commit) - failures_before, 1u);
   EXPECT_EQ(injector().held_bytes(), held_at_start_) << "the new chunk was kept";
-  void* p = pm_mallocx(100 * kKiB, PM_ARENA(arena));
+  void* p = Faulty::mallocx(100 * kKiB, PM_ARENA(arena));
   EXPECT_NE(p, nullptr);
-  pm_free(p);
-  EXPECT_EQ(pm_arena_destroy(arena), 0);
-  pm_purge();
+  Faulty::free(p);
+  EXPECT_EQ(Faulty::arena_destroy(arena), 0);
+  Faulty::purge();
   EXPECT_EQ(injector().held_bytes(), held_at_start_);
 }
 
@@ -218,7 +216,7 @@ TEST_F(FaultInjection, EveryStepOfAFixedSequence) {
   auto run = [&](std::uint64_t k) {
     const long zero = 0;  // as the first run had it (the workload may have changed it)
     pm_ctl("decay_ms", nullptr, &zero);
-    pm_purge();
+    Faulty::purge();
     FaultWorkload workload(seed, kSweepSizes);
     std::uint64_t failures[kPalCallKinds], calls[kPalCallKinds];
     for (PalCall c : kCallKinds) {
@@ -237,7 +235,7 @@ TEST_F(FaultInjection, EveryStepOfAFixedSequence) {
     }
     workload.free_everything();
     EXPECT_EQ(current_stats().allocated, allocated_at_start_) << "k = " << k;
-    pm_purge();
+    Faulty::purge();
     EXPECT_EQ(injector().held_bytes(), held_at_start_) << "k = " << k;
     return result;
   };

@@ -2,6 +2,10 @@
 // failure-injection tests (fault_injection_test.cpp): whatever the OS layer refuses, every
 // call must either work or fail the documented way, and lose nothing.
 //
+// The allocator it drives is the build's Config over the fault-injecting OS layer
+// (FaultyConfig), a second heap in the process beside the build's own, called through
+// PmApi<FaultyConfig> (Faulty::malloc for pm_malloc, and so on: allocator/src/pm_api.h).
+//
 //   Block    a live block: address, usable size (pm_sallocx), the alignment asked for, its
 //            explicit arena (0: none) and the byte that every one of its usable bytes holds
 //   step     one call chosen at random: pm_malloc, pm_calloc, pm_mallocx (alignment, PM_ZERO,
@@ -38,10 +42,19 @@
 #include <string>
 #include <vector>
 
-#include "heap_invariants.h"
+#include "allocator_impl.h"
 #include "pagemap/fault_injector.h"
+#include "pagemap/pal_fault_injecting.h"
+#include "pm_api.h"
 
 namespace pagemalloc::test {
+
+// The build's design, its chunks and huge blocks from an OS layer whose reserve, commit,
+// grow and move fail when the process's fault injector says so.
+struct FaultyConfig : BuildConfig {
+  using Pal = FaultInjectingPal<LinuxPal>;
+};
+using Faulty = PmApi<FaultyConfig>;
 
 inline constexpr std::size_t kKiB = 1024;
 inline constexpr std::size_t kMiB = 1024 * kKiB;
@@ -54,7 +67,7 @@ inline std::size_t first_byte_not(const unsigned char* p, std::size_t n, unsigne
 
 inline pm_stats current_stats() {
   pm_stats s{};
-  pm_stats_get(&s);
+  Faulty::stats_get(&s);
   return s;
 }
 
@@ -88,9 +101,9 @@ class FaultWorkload {
   // Frees every live block (with pm_free) and destroys every explicit arena.
   void free_everything() {
     check_contents();
-    for (const Block& b : live_) pm_free(b.p);
+    for (const Block& b : live_) Faulty::free(b.p);
     live_.clear();
-    for (unsigned a : arenas_) EXPECT_EQ(pm_arena_destroy(a), 0) << "arena " << a;
+    for (unsigned a : arenas_) EXPECT_EQ(Faulty::arena_destroy(a), 0) << "arena " << a;
     arenas_.clear();
     check_accounting("after freeing everything");
   }
@@ -212,7 +225,7 @@ class FaultWorkload {
       case Op::ArenaCreate:
       case Op::ArenaReset:
       case Op::ArenaDestroy: return arena_call(op);
-      case Op::Purge: pm_purge(); return check_accounting("pm_purge()");
+      case Op::Purge: Faulty::purge(); return check_accounting("pm_purge()");
       case Op::Decay: {
         const long decay = chance(0.5) ? 0 : 10000;
         EXPECT_EQ(pm_ctl("decay_ms", nullptr, &decay), 0);
@@ -232,31 +245,31 @@ class FaultWorkload {
       case Op::Malloc:
         r = Request{};
         call = fmt::format("pm_malloc({})", size);
-        p = pm_malloc(size);
+        p = Faulty::malloc(size);
         break;
       case Op::Calloc: {
         const std::size_t unit = std::size_t{1} << uniform(0, 5);
         r = Request{.zero = true};
         call = fmt::format("pm_calloc({}, {})", size / unit + 1, unit);
-        p = pm_calloc(size / unit + 1, unit);
+        p = Faulty::calloc(size / unit + 1, unit);
         size = (size / unit + 1) * unit;
         break;
       }
       case Op::Mallocx:
         call = fmt::format("pm_mallocx({}, {:#x})", size, r.flags);
-        p = pm_mallocx(size, r.flags);
+        p = Faulty::mallocx(size, r.flags);
         break;
       case Op::AlignedAlloc:
         r = aligned_only(r.align);
         call = fmt::format("pm_aligned_alloc({}, {})", r.align, size);
-        p = pm_aligned_alloc(r.align, size);
+        p = Faulty::aligned_alloc(r.align, size);
         break;
       default: {
         r = aligned_only(r.align);
         call = fmt::format("pm_posix_memalign({}, {})", r.align, size);
         static int sentinel;
         void* out = &sentinel;
-        const int result = pm_posix_memalign(&out, r.align, size);
+        const int result = Faulty::posix_memalign(&out, r.align, size);
         if (result != 0) {  // its failure result is the error number, not errno
           EXPECT_EQ(out, &sentinel) << where(call) << ": *out changed by a failed call";
           errno = result;
@@ -267,9 +280,9 @@ class FaultWorkload {
     }
     const int error = errno;
     if (p == nullptr) return refused(call, error, injected_before);
-    Block b{static_cast<unsigned char*>(p), pm_sallocx(p, 0), r.align, r.arena, new_tag()};
+    Block b{static_cast<unsigned char*>(p), Faulty::sallocx(p, 0), r.align, r.arena, new_tag()};
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % r.align, 0u) << where(call);
-    EXPECT_EQ(b.usable, pm_nallocx(size, r.flags & ~PM_ZERO)) << where(call);
+    EXPECT_EQ(b.usable, Faulty::nallocx(size, r.flags & ~PM_ZERO)) << where(call);
     if (r.zero) expect_bytes(b, 0, b.usable, 0, call);
     fill(b);
     live_.push_back(b);
@@ -301,16 +314,16 @@ class FaultWorkload {
                           : fmt::format("pm_rallocx({}, {}, {:#x})", fmt::ptr(b.p), size, r.flags);
     const std::uint64_t injected_before = injected();
     errno = 0;
-    void* q = op == Op::Realloc ? pm_realloc(b.p, size) : pm_rallocx(b.p, size, r.flags);
+    void* q = op == Op::Realloc ? Faulty::realloc(b.p, size) : Faulty::rallocx(b.p, size, r.flags);
     const int error = errno;
     if (q == nullptr) {
       refused(call, error, injected_before);
-      EXPECT_EQ(pm_sallocx(b.p, 0), b.usable) << where(call) << ": the old block changed";
+      EXPECT_EQ(Faulty::sallocx(b.p, 0), b.usable) << where(call) << ": the old block changed";
       return expect_bytes(b, 0, b.usable, b.tag, call);
     }
-    const std::size_t usable = pm_sallocx(q, 0);
+    const std::size_t usable = Faulty::sallocx(q, 0);
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(q) % r.align, 0u) << where(call);
-    EXPECT_EQ(usable, pm_nallocx(size, r.flags & ~PM_ZERO)) << where(call);
+    EXPECT_EQ(usable, Faulty::nallocx(size, r.flags & ~PM_ZERO)) << where(call);
     Block moved{static_cast<unsigned char*>(q), usable, r.align, b.arena, b.tag};
     if (q != b.p && r.arena != 0) moved.arena = r.arena;
     expect_bytes(moved, 0, std::min(b.usable, size), b.tag, call);
@@ -328,8 +341,8 @@ class FaultWorkload {
     const int flags = chance(0.3) ? PM_ZERO : 0;
     const std::string call =
         fmt::format("pm_xallocx({}, {}, {}, {:#x})", fmt::ptr(b.p), size, extra, flags);
-    const std::size_t usable = pm_xallocx(b.p, size, extra, flags);
-    EXPECT_EQ(usable, pm_sallocx(b.p, 0)) << where(call);
+    const std::size_t usable = Faulty::xallocx(b.p, size, extra, flags);
+    EXPECT_EQ(usable, Faulty::sallocx(b.p, 0)) << where(call);
     expect_bytes(b, 0, std::min(b.usable, usable), b.tag, call);
     if (flags != 0 && usable > b.usable) {
       Block grown = b;
@@ -348,16 +361,16 @@ class FaultWorkload {
     live_[i] = live_.back();
     live_.pop_back();
     expect_bytes(b, 0, b.usable, b.tag, "before a free");
-    if (op == Op::Free) pm_free(b.p);
-    else if (op == Op::Dallocx) pm_dallocx(b.p, 0);
-    else pm_sdallocx(b.p, b.usable, 0);
+    if (op == Op::Free) Faulty::free(b.p);
+    else if (op == Op::Dallocx) Faulty::dallocx(b.p, 0);
+    else Faulty::sdallocx(b.p, b.usable, 0);
     check_accounting("a free");
   }
 
   void arena_call(Op op) {
     if (op == Op::ArenaCreate) {
       if (arenas_.size() >= kMaxArenas) return;
-      const unsigned a = pm_arena_create();
+      const unsigned a = Faulty::arena_create();
       EXPECT_NE(a, 0u) << "pm_arena_create";
       if (a != 0) arenas_.push_back(a);
       return;
@@ -367,9 +380,9 @@ class FaultWorkload {
     const unsigned a = arenas_[i];
     std::erase_if(live_, [a](const Block& b) { return b.arena == a; });
     if (op == Op::ArenaReset) {
-      EXPECT_EQ(pm_arena_reset(a), 0) << "pm_arena_reset(" << a << ")";
+      EXPECT_EQ(Faulty::arena_reset(a), 0) << "pm_arena_reset(" << a << ")";
     } else {
-      EXPECT_EQ(pm_arena_destroy(a), 0) << "pm_arena_destroy(" << a << ")";
+      EXPECT_EQ(Faulty::arena_destroy(a), 0) << "pm_arena_destroy(" << a << ")";
       arenas_.erase(arenas_.begin() + std::ptrdiff_t(i));
     }
     check_accounting("an arena's reset or destroy");
@@ -392,7 +405,7 @@ class FaultWorkload {
   }
 
   void check_heap(const std::string& call) const {
-    const char* problem = check_heap_invariants();
+    const char* problem = Faulty::heap().check_invariants();
     EXPECT_EQ(problem, nullptr) << where(call) << ": " << (problem != nullptr ? problem : "");
   }
 
@@ -426,7 +439,7 @@ class FaultWorkload {
         }
       }
       pm_arena_stats s{};
-      EXPECT_EQ(pm_arena_stats_get(a, &s), 0) << where(call);
+      EXPECT_EQ(Faulty::arena_stats_get(a, &s), 0) << where(call);
       EXPECT_EQ(s.blocks, blocks) << where(call) << ": arena " << a;
       EXPECT_EQ(s.allocated, bytes) << where(call) << ": arena " << a;
     }

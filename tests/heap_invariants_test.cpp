@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "address_map.h"
+#include "allocator.h"
 #include "heap_invariants.h"
 #include "pagemap/page_map.h"
 #include "slab.h"

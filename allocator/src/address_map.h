@@ -55,7 +55,8 @@ class AddressMap {
 };
 
 // The process's one address map.
+// One map per Config of the process (allocator.h): each heap knows its own chunks only.
+template <class Config>
 inline constinit AddressMap g_address_map;
-inline AddressMap& address_map() { return g_address_map; }
 
 }  // namespace pagemalloc

@@ -1,115 +1,51 @@
-// The pm_ C API: argument checks and errno, then the heap. Each entry point names itself in
-// misuse reports.
+// The pm_ C API: the build's heap through PmApi (pm_api.h), and pm_ctl over the process's
+// options.
 #include <cerrno>
 #include <cstdint>
 
 #include "config.h"
 #include "decay.h"
-#include "entry_points.h"
-#include "flags.h"
-#include "heap.h"
-#include "pagemalloc/pagemalloc.h"
+#include "pm_api.h"
 
-using pagemalloc::decode_flags;
 using pagemalloc::heap;
+using Api = pagemalloc::PmApi<pagemalloc::BuildConfig>;
 
 extern "C" {
 
-void* pm_malloc(size_t size) { return heap().allocate(size, 1, false); }
-
-void* pm_calloc(size_t count, size_t size) { return pagemalloc::calloc_checked(count, size); }
-
-void* pm_realloc(void* ptr, size_t size) {
-  return pagemalloc::realloc_as_glibc(ptr, size, "pm_realloc");
-}
-
-void pm_free(void* ptr) { heap().deallocate(ptr, "pm_free"); }
-
+void* pm_malloc(size_t size) { return Api::malloc(size); }
+void* pm_calloc(size_t count, size_t size) { return Api::calloc(count, size); }
+void* pm_realloc(void* ptr, size_t size) { return Api::realloc(ptr, size); }
+void pm_free(void* ptr) { Api::free(ptr); }
 int pm_posix_memalign(void** out, size_t alignment, size_t size) {
-  return pagemalloc::posix_memalign_checked(out, alignment, size);
+  return Api::posix_memalign(out, alignment, size);
 }
+void* pm_aligned_alloc(size_t alignment, size_t size) { return Api::aligned_alloc(alignment, size); }
+void* pm_memalign(size_t alignment, size_t size) { return Api::aligned_alloc(alignment, size); }
+size_t pm_malloc_usable_size(const void* ptr) { return Api::malloc_usable_size(ptr); }
 
-void* pm_aligned_alloc(size_t alignment, size_t size) {
-  return pagemalloc::aligned_alloc_checked(alignment, size);
-}
-
-void* pm_memalign(size_t alignment, size_t size) {
-  return pagemalloc::aligned_alloc_checked(alignment, size);
-}
-
-size_t pm_malloc_usable_size(const void* ptr) {
-  return heap().usable_size(ptr, "pm_malloc_usable_size");
-}
-
-void* pm_mallocx(size_t size, int flags) {
-  const auto f = decode_flags(flags);
-  if (f.arena != pagemalloc::kNoArena) return heap().allocate_in(f.arena, size, f.align, f.zero);
-  return heap().allocate(size, f.align, f.zero);
-}
-
-void* pm_rallocx(void* ptr, size_t size, int flags) {
-  const auto f = decode_flags(flags);
-  if (ptr == nullptr) return pm_mallocx(size, flags);
-  return heap().reallocate(ptr, size, f.align, f.zero, f.arena, "pm_rallocx");
-}
-
+void* pm_mallocx(size_t size, int flags) { return Api::mallocx(size, flags); }
+void* pm_rallocx(void* ptr, size_t size, int flags) { return Api::rallocx(ptr, size, flags); }
 size_t pm_xallocx(void* ptr, size_t size, size_t extra, int flags) {
-  return heap().resize_in_place(ptr, size, extra, decode_flags(flags).zero, "pm_xallocx");
+  return Api::xallocx(ptr, size, extra, flags);
 }
+size_t pm_sallocx(const void* ptr, int flags) { return Api::sallocx(ptr, flags); }
+void pm_dallocx(void* ptr, int flags) { Api::dallocx(ptr, flags); }
+void pm_sdallocx(void* ptr, size_t size, int flags) { Api::sdallocx(ptr, size, flags); }
+size_t pm_nallocx(size_t size, int flags) { return Api::nallocx(size, flags); }
 
-size_t pm_sallocx(const void* ptr, int) { return heap().usable_size(ptr, "pm_sallocx"); }
-
-void pm_dallocx(void* ptr, int) { heap().deallocate(ptr, "pm_dallocx"); }
-
-void pm_sdallocx(void* ptr, size_t size, int flags) {
-  heap().deallocate_sized(ptr, size, decode_flags(flags).align, "pm_sdallocx");
-}
-
-size_t pm_nallocx(size_t size, int flags) {
-  const auto f = decode_flags(flags);
-  if (f.arena != pagemalloc::kNoArena) {
-    if (const size_t bumped = heap().bumped_usable_size(f.arena, size, f.align)) return bumped;
-  }
-  const auto where = pagemalloc::place(size, decode_flags(flags).align);
-  return where.kind == pagemalloc::BlockKind::Invalid ? 0 : where.usable;
-}
-
-unsigned pm_arena_create(void) { return heap().create_arena(); }
-
-unsigned pm_arena_create_ex(unsigned flags) {
-  constexpr unsigned kKnown = PM_ARENA_BUMP | PM_ARENA_NO_FREE;
-  if ((flags & ~kKnown) != 0 || ((flags & PM_ARENA_NO_FREE) != 0 && (flags & PM_ARENA_BUMP) == 0)) {
-    errno = EINVAL;
-    return 0;
-  }
-  return heap().create_arena(flags);
-}
-
+unsigned pm_arena_create(void) { return Api::arena_create(); }
+unsigned pm_arena_create_ex(unsigned flags) { return Api::arena_create_ex(flags); }
 void* pm_arena_bump(pm_bump_cursor* cursor, size_t size, int flags) {
-  if (cursor == nullptr) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  const auto f = decode_flags(flags);
-  return heap().bump_from_cursor(*cursor, size, f.align, f.zero);
+  return Api::arena_bump(cursor, size, flags);
 }
-
-void pm_arena_bump_flush(pm_bump_cursor* cursor) {
-  if (cursor != nullptr) heap().flush_cursor(*cursor);
-}
-
-int pm_arena_reset(unsigned arena) { return heap().reset_arena(arena); }
-
-int pm_arena_destroy(unsigned arena) { return heap().destroy_arena(arena); }
-
+void pm_arena_bump_flush(pm_bump_cursor* cursor) { Api::arena_bump_flush(cursor); }
+int pm_arena_reset(unsigned arena) { return Api::arena_reset(arena); }
+int pm_arena_destroy(unsigned arena) { return Api::arena_destroy(arena); }
 int pm_arena_stats_get(unsigned arena, pm_arena_stats* out) {
-  if (out == nullptr) return EINVAL;
-  return heap().arena_stats(arena, *out);
+  return Api::arena_stats_get(arena, out);
 }
-
-void pm_stats_get(pm_stats* out) { heap().stats(*out); }
-
-void pm_purge(void) { heap().purge(); }
+void pm_stats_get(pm_stats* out) { Api::stats_get(out); }
+void pm_purge(void) { Api::purge(); }
 
 int pm_ctl(const char* name, long* old_value, const long* new_value) {
   pagemalloc::load_conf_from_environment();
@@ -142,7 +78,7 @@ int pm_ctl(const char* name, long* old_value, const long* new_value) {
       o.background_thread = *new_value != 0;
       if (*new_value != 0) {
         heap().ensure_initialized();
-        pagemalloc::start_background_thread_if_asked();
+        pagemalloc::Allocator<pagemalloc::BuildConfig>::Decay::start_background_thread_if_asked();
       }
     }
     return 0;

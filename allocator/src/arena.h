@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "allocator.h"
 #include "chunk_pal.h"
 #include "clock.h"
 #include "lock.h"
@@ -72,8 +73,6 @@ struct ArenaStats {
   }
 };
 
-class Arena;
-
 // The arenas beside an automatic arena (automatic_arenas.h): after the arena maps chunks,
 // purge(context, arena, bytes) has the others purge as many bytes of their oldest free pages,
 // as the huge blocks' manager has them do after it maps (huge.h). Pages a thread freed in one
@@ -85,16 +84,18 @@ class Arena;
 // asked of the neighbours (lend): one that keeps enough freed pages resident beyond its
 // allowance serves it from them, so that the memory is used again instead of purged in one
 // arena and faulted in anew in another. The block is that arena's (its chunk says so).
-struct ArenaNeighbours {
+template <class Config>
+struct Allocator<Config>::ArenaNeighbours {
   void (*purge)(void* context, const Arena& grown, std::size_t bytes) = nullptr;
   void* (*lend)(void* context, const Arena& asking, std::size_t bytes, std::size_t align,
                 bool& zeroed) = nullptr;
   void* context = nullptr;
 };
 
-class Arena {
+template <class Config>
+class Allocator<Config>::Arena {
  public:
-  using Runs = SelectedRuns<ChunkPal>;
+  using Runs = SelectedRuns<Config, ChunkPal>;
   static_assert(RunManager<Runs>);
 
   // huge: the huge blocks' manager that gives back its cache before a chunk is mapped
@@ -154,19 +155,19 @@ class Arena {
   // frees. So a thread freeing another thread's large blocks never queues behind it.
   void free_large(void* p, PageCount pages, const char* call = "free");
   // The length of the large block at p, whose page-map entry is e: the entry's, or in a
-  // design that keeps its allocated runs in a tree (BuildConfig::kAllocatedRunsTree) a search
+  // design that keeps its allocated runs in a tree (Config::kAllocatedRunsTree) a search
   // of it under the lock, as jemalloc's arena_salloc did in 2008. 0 pages: no block there.
   PageCount large_pages(const void* p, PageEntry e) {
-    if constexpr (BuildConfig::kAllocatedRunsTree) return large_pages_in_tree(p);
+    if constexpr (Config::kAllocatedRunsTree) return large_pages_in_tree(p);
     else return e.pages();
   }
-  // In a design that validates frees (BuildConfig::kValidateFree), the search OS X's malloc
+  // In a design that validates frees (Config::kValidateFree), the search OS X's malloc
   // zone made before every free in 2008 (chunk_tree.h): p's chunk in the tree of this arena's
   // chunks and, for a large block (e: its page-map entry), its length, under the lock. Its
   // answer is the one the address map and the page map gave already; the free that follows
   // reports whatever is wrong with p. In any other design it compiles to nothing.
   void validate_freed(const void* p, PageEntry e) {
-    if constexpr (BuildConfig::kValidateFree) validate_freed_in_tree(p, e);
+    if constexpr (Config::kValidateFree) validate_freed_in_tree(p, e);
   }
   // The searches validate_freed made (0 in a design without them).
   std::uint64_t validated_frees();
@@ -325,5 +326,9 @@ class Arena {
   RemoteFrees deferred_large_;            // large blocks freed while another thread held the lock
   void* stash_slots_[kStashTotalSlots];   // last: apart from everything a slow path touches
 };
+
+// The build's.
+using ArenaNeighbours = Allocator<BuildConfig>::ArenaNeighbours;
+using Arena = Allocator<BuildConfig>::Arena;
 
 }  // namespace pagemalloc

@@ -37,13 +37,15 @@
 #include <atomic>
 #include <cstddef>
 
+#include "allocator.h"
 #include "arena.h"
 #include "deferred.h"
 #include "lock.h"
 
 namespace pagemalloc {
 
-class AutomaticArenas {
+template <class Config>
+class Allocator<Config>::AutomaticArenas {
  public:
   static constexpr unsigned kMaxArenas = 256;
   static constexpr unsigned kMaxDefaultArenas = 64;
@@ -54,12 +56,12 @@ class AutomaticArenas {
   // (heap.h). Requires: called once, before any other member.
   void start(HugeManager* huge) {
     huge_ = huge;
-    first_.construct(0, huge, neighbours(), Arena::LeaveStashesUnwritten{});
+    first_.construct(0, huge, neighbours(), typename Arena::LeaveStashesUnwritten{});
     count_.store(1, std::memory_order_release);
   }
 
   // One per CPU of the process's affinity mask, at most kMaxDefaultArenas; or as many as the
-  // design says (BuildConfig::kArenas, when not 0).
+  // design says (Config::kArenas, when not 0).
   static unsigned default_count();
   // Sets the number of arenas (clamped to 1 .. kMaxArenas). Requires: called once, after
   // start(), before any thread was given an arena.
@@ -153,6 +155,9 @@ class AutomaticArenas {
   Arena* map(unsigned index);
   Arena* map_locked(unsigned index);  // requires: lock_ held
 
+  // An arena's record mapped by map(): whole pages.
+  static constexpr std::size_t kRecordBytes =
+      (sizeof(Arena) + kPageSize - 1) / kPageSize * kPageSize;
   static inline constinit thread_local Arena* t_arena_ = nullptr;
 
   HugeManager* huge_ = nullptr;
@@ -161,5 +166,8 @@ class AutomaticArenas {
   Lock lock_;                                    // mapping of arenas 1 .. count_-1
   std::atomic<Arena*> others_[kMaxArenas] = {};  // [0] unused: arena 0 is first_
 };
+
+// The build's.
+using AutomaticArenas = Allocator<BuildConfig>::AutomaticArenas;
 
 }  // namespace pagemalloc

@@ -26,15 +26,17 @@
 // the arena serves the rest from its slabs, runs and huge extents (explicit_arenas.h).
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "address_map.h"
+#include "allocator.h"
 #include "chunk_list.h"
 #include "lock.h"
-#include "os_pal.h"
 #include "pagemalloc/pagemalloc.h"
 #include "pagemap/pages.h"
 
@@ -100,11 +102,10 @@ inline std::size_t bumped_bytes(const pm_bump_cursor& c) {
   return std::size_t(c.next - c.begin) - c.skipped;
 }
 
-class BumpSpace;
-
 // A thread's lease of a span of one bump arena (pm_mallocx(PM_ARENA(i))), linked into its
 // arena's list of leases (so that the statistics count what the lease bumped).
-struct BumpLease {
+template <class Config>
+struct Allocator<Config>::BumpLease {
   pm_bump_cursor cursor;
   BumpSpace* space;
   BumpLease* next;
@@ -114,7 +115,6 @@ struct BumpLease {
   std::size_t freed_bytes;
 };
 inline constexpr unsigned kBumpLeaseSlots = 8;
-inline constinit thread_local BumpLease t_bump_leases[kBumpLeaseSlots] = {};
 
 struct BumpStats {
   std::size_t blocks = 0;   // bumped minus freed
@@ -123,7 +123,8 @@ struct BumpStats {
   std::size_t chunks = 0;
 };
 
-class BumpSpace {
+template <class Config>
+class Allocator<Config>::BumpSpace {
  public:
   explicit BumpSpace(unsigned index) : index_(index) {}
 
@@ -140,7 +141,7 @@ class BumpSpace {
   // the bump path, or out of memory (the arena's ordinary path serves those).
   void* allocate(std::size_t size, std::size_t align) {
     if (size > kBumpMaxBlock || align > kBumpMaxAlign) return nullptr;
-    BumpLease& lease = t_bump_leases[index_ % kBumpLeaseSlots];
+    BumpLease& lease = t_leases_[index_ % kBumpLeaseSlots];
     if (lease.space == this && lease.cursor.epoch == epoch_.load(std::memory_order_acquire))
         [[likely]] {
       if (void* p = bump(lease.cursor, size, align)) [[likely]]
@@ -211,6 +212,13 @@ class BumpSpace {
   Check check(const void* p, std::uint16_t*& entry) const;
   [[noreturn]] static void report(Check what, const char* call, const void* p, bool freeing);
   void advance_epoch();
+  // Has the calling thread give back its leases when it exits (a pthread key's destructor).
+  static void give_back_at_exit();
+
+  // The calling thread's leases, one slot per arena index modulo kBumpLeaseSlots.
+  static inline constinit thread_local BumpLease t_leases_[kBumpLeaseSlots] = {};
+  static inline pthread_key_t lease_key_{};
+  static inline pthread_once_t lease_key_once_ = PTHREAD_ONCE_INIT;
 
   const unsigned index_;
   bool bump_ = false;
@@ -230,5 +238,9 @@ class BumpSpace {
   BumpLease* leases_ = nullptr;  // every thread's lease of this space
   OsPal os_;
 };
+
+// The build's.
+using BumpLease = Allocator<BuildConfig>::BumpLease;
+using BumpSpace = Allocator<BuildConfig>::BumpSpace;
 
 }  // namespace pagemalloc

@@ -1,4 +1,4 @@
-// The OS layer an arena's run manager uses: Linux mmap (os_pal.h), plus a record in the
+// The OS layer an arena's run manager uses: the Config's (Linux mmap), plus a record in the
 // address map of every chunk it reserves, so that free() can tell an arena's pointer from a
 // foreign one (and find its arena), and a list of them, so that a reset can walk them all.
 // Before a chunk is mapped, the huge blocks' manager beside the arena (if it has one) unmaps
@@ -16,12 +16,12 @@
 #include <type_traits>
 
 #include "address_map.h"
+#include "allocator.h"
 #include "build_config.h"
 #include "chunk_list.h"
 #include "chunk_tree.h"
 #include "config.h"
 #include "huge.h"
-#include "os_pal.h"
 
 namespace pagemalloc {
 
@@ -33,7 +33,8 @@ namespace pagemalloc {
 // whose arrays grow by realloc, as an interpreter's).
 enum class ChunkUse : unsigned char { Dense, MaybeSparse };
 
-class ChunkPal {
+template <class Config>
+class Allocator<Config>::ChunkPal {
  public:
   constexpr ChunkPal(const void* arena, HugeManager* huge) : arena_(arena), huge_(huge) {}
 
@@ -82,7 +83,7 @@ class ChunkPal {
 
   // Where frees are validated: the tree of the chunks (chunk_tree.h); an empty stand-in in
   // every other design.
-  using ValidatedChunks = std::conditional_t<BuildConfig::kValidateFree, ChunkTree, NoChunkTree>;
+  using ValidatedChunks = std::conditional_t<Config::kValidateFree, ChunkTree, NoChunkTree>;
   ValidatedChunks& validated_chunks() { return validated_; }
 
  private:
@@ -118,6 +119,9 @@ class ChunkPal {
   ChunkList chunks_;
   [[no_unique_address]] ValidatedChunks validated_;
 };
+
+// The build's.
+using ChunkPal = Allocator<BuildConfig>::ChunkPal;
 static_assert(Pal<ChunkPal>);
 
 }  // namespace pagemalloc

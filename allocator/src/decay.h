@@ -15,37 +15,60 @@
 //   the option is unset.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+
+#include "allocator.h"
 
 namespace pagemalloc {
 
 inline constexpr std::uint32_t kDecayTickCalls = 1024;
 inline constexpr std::uint64_t kDecayTickMs = 100;
 
-// Called by a thread cache every kDecayTickCalls frees. Requires: no lock held.
-void decay_tick_from_calls();
-
-// A small block freed without a thread cache (to its arena, under the lock): in a design
-// without caches (BuildConfig::kThreadCaches), every kDecayTickCalls such frees of a thread
-// tick the decay as a cache's would. Requires: no lock held.
-inline void count_uncached_free() {
-  static constinit thread_local std::uint32_t t_frees = 0;
-  if (++t_frees == kDecayTickCalls) [[unlikely]] {
-    t_frees = 0;
-    decay_tick_from_calls();
-  }
-}
-
 // How long the background thread sleeps between ticks: an eighth of decay_ms, between 10 ms
 // and 1 s (1 s when the decay is off).
 std::uint64_t background_period_ms(long decay_ms);
 
-// Starts the background thread if the option asks for it and none runs. Requires: no lock
-// held; the heap initialized.
-void start_background_thread_if_asked();
-// Whether the background thread runs (for the tests and statistics).
-bool background_thread_running();
-// fork(): the child has no background thread; its next tick starts one if asked.
-void forget_background_thread_in_child();
+// One heap's ticks (allocator.h: each Config's heap has its own).
+template <class Config>
+class Allocator<Config>::Decay {
+ public:
+  // Called by a thread cache every kDecayTickCalls frees. Requires: no lock held.
+  static void tick_from_calls();
+
+  // A small block freed without a thread cache (to its arena, under the lock): in a design
+  // without caches (Config::kThreadCaches), every kDecayTickCalls such frees of a thread
+  // tick the decay as a cache's would. Requires: no lock held.
+  static void count_uncached_free() {
+    if (++t_frees_ == kDecayTickCalls) [[unlikely]] {
+      t_frees_ = 0;
+      tick_from_calls();
+    }
+  }
+
+  // Starts the background thread if the option asks for it and none runs. Requires: no lock
+  // held; the heap initialized.
+  static void start_background_thread_if_asked();
+  // Whether the background thread runs (for the tests and statistics).
+  static bool background_thread_running() {
+    return background_running_.load(std::memory_order_acquire);
+  }
+  // fork(): the child has no background thread; its next tick starts one if asked.
+  static void forget_background_thread_in_child() {
+    background_running_.store(false, std::memory_order_relaxed);
+  }
+
+ private:
+  static void* background_loop(void*);
+
+  static inline constinit std::atomic<std::uint64_t> next_tick_ms_{0};
+  static inline constinit std::atomic<bool> background_running_{false};
+  static inline constinit thread_local std::uint32_t t_frees_ = 0;
+};
+
+// The build's.
+inline bool background_thread_running() {
+  return Allocator<BuildConfig>::Decay::background_thread_running();
+}
 
 }  // namespace pagemalloc

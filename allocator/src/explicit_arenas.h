@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstddef>
 
+#include "allocator.h"
 #include "arena.h"
 #include "bump_space.h"
 #include "flags.h"
@@ -32,10 +33,11 @@ struct pm_arena_stats;
 
 namespace pagemalloc {
 
-struct ExplicitArena {
+template <class Config>
+struct Allocator<Config>::ExplicitArena {
   explicit ExplicitArena(unsigned index)
       : huge(index, {&purge_blocks, &blocks}),
-        blocks(index, &huge, {}, Arena::LeaveStashesUnwritten{}),
+        blocks(index, &huge, {}, typename Arena::LeaveStashesUnwritten{}),
         bump(index) {}
 
   HugeManager huge;               // huge blocks
@@ -53,7 +55,8 @@ struct ExplicitArena {
   }
 };
 
-class ExplicitArenas {
+template <class Config>
+class Allocator<Config>::ExplicitArenas {
  public:
   constexpr ExplicitArenas() = default;
 
@@ -89,10 +92,17 @@ class ExplicitArenas {
   void unlock_after_fork();
 
  private:
+  // An arena's record: whole pages.
+  static constexpr std::size_t kRecordBytes =
+      (sizeof(ExplicitArena) + kPageSize - 1) / kPageSize * kPageSize;
   Lock lock_;                       // creation and destruction, one at a time
   std::atomic<unsigned> first_{0};  // the first explicit index (set by create)
   unsigned end_ = 0;                // past the highest index ever used
   std::atomic<ExplicitArena*> slots_[kMaxArenas] = {};
 };
+
+// The build's.
+using ExplicitArena = Allocator<BuildConfig>::ExplicitArena;
+using ExplicitArenas = Allocator<BuildConfig>::ExplicitArenas;
 
 }  // namespace pagemalloc

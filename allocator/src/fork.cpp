@@ -1,113 +1,11 @@
-// The fork handlers and the heap's lock order.
-//
-// Locks are taken in one fixed order, the order in which any path that holds two of them
-// nests them: glibc's list of stdio streams, the registry of explicit arenas, each explicit
-// arena (its blocks, then its huge blocks), the automatic arenas (the lock that maps them,
-// then each in index order), their huge blocks, then the thread caches' registry.
-//
-// The stdio list comes first. glibc's fork() runs the prepare handlers, then takes that list's
-// lock (_IO_list_lock), then its own malloc's locks. A thread inside fflush(NULL) holds the
-// list's lock while it writes, and a write may allocate: had the prepare handler taken the
-// heap's locks first, the forking thread would wait for the list while that thread waits for
-// the heap. So the handler takes the list's lock itself before the heap's (the lock is
-// recursive: glibc's own call after the handlers nests in it), and gives it back after them.
-//
-// A process with one thread forks without taking any lock, as glibc's malloc does: no other
-// thread can hold one, and a fork from a signal handler that interrupted fork() itself (or an
-// allocation) must not wait for a lock its own thread holds. A prepare handler entered again
-// on a thread that is already inside one (the same case, once a process had threads) takes
-// nothing either; each handler after the fork undoes only what its prepare did.
-//
-// glibc runs prepare handlers in the reverse order of registration, and parent and child
-// handlers in the order of registration. These are registered at the heap's first use, before
-// nearly any other library's, so they run last before the fork (after other handlers that may
-// allocate) and first after it.
-#include "fork.h"
-
-#include <pthread.h>
-#include <sys/single_threaded.h>
-
-#include "diagnostics.h"
-#include "decay.h"
-#include "heap.h"
-#include "thread_cache.h"
-
-extern "C" {
-// glibc's lock of its list of stdio streams (exported by libc.so.6 since 2.2.5).
-void _IO_list_lock();
-void _IO_list_unlock();
-void _IO_list_resetlock();
-}
+// The fork handlers and the heap's lock order for the build's Config (fork_impl.h).
+#include "fork_impl.h"
 
 namespace pagemalloc {
-namespace {
 
-// The prepare handlers this thread has entered and not yet closed (more than one only through
-// signal handlers), and whether the outermost one took the locks.
-constinit thread_local unsigned t_depth = 0;
-constinit thread_local bool t_took_locks = false;
-
-void prepare() {
-  if (t_depth++ != 0 || __libc_single_threaded) return;
-  t_took_locks = true;
-  _IO_list_lock();
-  heap().lock_for_fork();
-}
-
-// Whether the after-fork handler running now closes the prepare handler that took the locks.
-bool closes_the_locking_prepare() { return t_depth == 1 && t_took_locks; }
-
-// Closes a prepare handler, after its locks are released: a signal handler that forks while
-// they are still held must find this thread inside a prepare handler, or it would wait for
-// them itself.
-void leave() {
-  if (--t_depth == 0) t_took_locks = false;
-}
-
-void in_parent() {
-  if (closes_the_locking_prepare()) {
-    heap().unlock_after_fork_in_parent();
-    _IO_list_unlock();
-  }
-  leave();
-}
-
-void in_child() {
-  if (closes_the_locking_prepare()) {
-    heap().reset_after_fork_in_child();
-    _IO_list_resetlock();  // the child's only thread: the list is free (as glibc resets it)
-  }
-  leave();
-}
-
-}  // namespace
-
-void install_fork_handlers() {
-  if (pthread_atfork(&prepare, &in_parent, &in_child) != 0)
-    warn("pthread_atfork failed: a child forked by a multithreaded program may deadlock");
-}
-
-void Heap::lock_for_fork() {
-  explicit_.lock_for_fork();
-  automatic_.lock_for_fork();
-  huge().lock_for_fork();
-  ThreadCache::lock_for_fork();
-}
-
-void Heap::unlock_after_fork_in_parent() {
-  ThreadCache::unlock_after_fork_in_parent();
-  huge().unlock_after_fork();
-  automatic_.unlock_after_fork();
-  explicit_.unlock_after_fork();
-}
-
-void Heap::reset_after_fork_in_child() {
-  ThreadCache::reset_after_fork_in_child();
-  forget_background_thread_in_child();
-  huge().unlock_after_fork();
-  automatic_.reset_thread_counts_in_child();
-  automatic_.unlock_after_fork();
-  explicit_.unlock_after_fork();
-}
+template class Allocator<BuildConfig>::Fork;
+template void Allocator<BuildConfig>::Heap::lock_for_fork();
+template void Allocator<BuildConfig>::Heap::unlock_after_fork_in_parent();
+template void Allocator<BuildConfig>::Heap::reset_after_fork_in_child();
 
 }  // namespace pagemalloc

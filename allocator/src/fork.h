@@ -5,9 +5,28 @@
 // parent and in the child (as jemalloc's and glibc's malloc do).
 #pragma once
 
+#include "allocator.h"
+
 namespace pagemalloc {
 
-// Registers the handlers with pthread_atfork. Called once, by the heap's initialization.
-void install_fork_handlers();
+// One heap's handlers (allocator.h: each Config's heap registers its own).
+template <class Config>
+class Allocator<Config>::Fork {
+ public:
+  // Registers the handlers with pthread_atfork. Called once, by the heap's initialization.
+  static void install_handlers();
+
+ private:
+  static void prepare();
+  static bool closes_the_locking_prepare() { return t_depth_ == 1 && t_took_locks_; }
+  static void leave();
+  static void in_parent();
+  static void in_child();
+
+  // The prepare handlers this thread has entered and not yet closed (more than one only
+  // through signal handlers), and whether the outermost one took the locks.
+  static inline constinit thread_local unsigned t_depth_ = 0;
+  static inline constinit thread_local bool t_took_locks_ = false;
+};
 
 }  // namespace pagemalloc

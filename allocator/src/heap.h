@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "address_map.h"
+#include "allocator.h"
 #include "arena.h"
 #include "automatic_arenas.h"
 #include "config.h"
@@ -32,7 +33,8 @@ struct pm_arena_stats;
 
 namespace pagemalloc {
 
-class Heap {
+template <class Config>
+class Allocator<Config>::Heap {
  public:
   constexpr Heap() = default;
 
@@ -142,7 +144,7 @@ class Heap {
   std::size_t resize_bumped_in_place(BumpSpace& space, void* p, std::size_t size, std::size_t extra,
                                      bool zero, const char* call);
   void deallocate_slow(void* p, const char* call);
-  // Before a free, in a design that validates frees (BuildConfig::kValidateFree): the search of
+  // Before a free, in a design that validates frees (Config::kValidateFree): the search of
   // p's arena's chunk tree (Arena::validate_freed). Huge blocks, bump arenas' blocks and
   // foreign pointers are left to the free, which searches or reports them.
   void validate_free(const void* p);
@@ -189,18 +191,24 @@ union NoDestroy {
   ~NoDestroy() {}
   T value;
 };
-extern constinit NoDestroy<Heap> g_heap;
+// Each Config's heap (never destroyed: other code may free memory during exit), zero until
+// its first slow path: in .bss.
+template <class Config>
+inline constinit NoDestroy<typename Allocator<Config>::Heap> g_heap;
 
-// The process's heap (never destroyed: other code may free memory during exit).
 // PAGEMALLOC_CONF is read by the first slow path; the fast paths need a thread cache, which
 // only a slow path creates, so they never run before it.
-inline Heap& heap() { return g_heap.value; }
+template <class Config>
+inline typename Allocator<Config>::Heap& Allocator<Config>::heap() {
+  return g_heap<Config>.value;
+}
 
 // The fast paths: a small request served from the thread cache, and a small block freed into
 // it (about 30 and 59 instructions, as callgrind counts them: papers/cross-thread/
 // instructions.md, and the README on why not fewer). Everything else goes to the out-of-line
 // slow paths.
-inline void* Heap::allocate(std::size_t size, std::size_t align, bool zero) {
+template <class Config>
+inline void* Allocator<Config>::Heap::allocate(std::size_t size, std::size_t align, bool zero) {
   if (size <= kMaxSmallSize && align <= alignof(std::uint64_t) && !zero) [[likely]] {
     if (ThreadCache* cache = ThreadCache::current()) [[likely]] {
       if (void* p = cache->pop(size_class_of(size))) [[likely]] return p;
@@ -209,7 +217,8 @@ inline void* Heap::allocate(std::size_t size, std::size_t align, bool zero) {
   return allocate_slow(size, align, zero);
 }
 
-inline void* Heap::allocate_zeroed(std::size_t size) {
+template <class Config>
+inline void* Allocator<Config>::Heap::allocate_zeroed(std::size_t size) {
   if (size <= kMaxSmallSize) [[likely]] {
     if (ThreadCache* cache = ThreadCache::current()) [[likely]] {
       const unsigned size_class = size_class_of(size);
@@ -227,7 +236,8 @@ inline void* Heap::allocate_zeroed(std::size_t size) {
 // thread's cache and p's page-map entry in e; else nullptr. A pointer into the middle of a
 // region is not looked for here (a multiply and a compare on every free): the slow paths
 // report it.
-inline ThreadCache* Heap::own_small_block(const void* p, PageEntry& e) {
+template <class Config>
+inline typename Allocator<Config>::ThreadCache* Allocator<Config>::Heap::own_small_block(const void* p, PageEntry& e) {
   if (is_chunk_aligned(p)) [[unlikely]]
     return nullptr;
   std::byte* chunk = chunk_base_of(p);
@@ -243,8 +253,9 @@ inline ThreadCache* Heap::own_small_block(const void* p, PageEntry& e) {
   return cache;
 }
 
-inline void Heap::deallocate(void* p, const char* call) {
-  if constexpr (BuildConfig::kValidateFree) validate_free(p);
+template <class Config>
+inline void Allocator<Config>::Heap::deallocate(void* p, const char* call) {
+  if constexpr (Config::kValidateFree) validate_free(p);
   PageEntry e;
   if (ThreadCache* cache = own_small_block(p, e)) [[likely]] {
     *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
@@ -254,7 +265,8 @@ inline void Heap::deallocate(void* p, const char* call) {
   deallocate_slow(p, call);
 }
 
-inline void* Heap::reallocate_small(void* p, std::size_t size, const char* call) {
+template <class Config>
+inline void* Allocator<Config>::Heap::reallocate_small(void* p, std::size_t size, const char* call) {
   PageEntry e;
   ThreadCache* cache = size <= kMaxSmallSize ? own_small_block(p, e) : nullptr;
   if (cache != nullptr) [[likely]] {
@@ -280,7 +292,8 @@ inline void* Heap::reallocate_small(void* p, std::size_t size, const char* call)
 // A small block's usable size from its page-map entry alone, with no look at its slab's
 // descriptor (redis asks after every allocation and free). Anything else, and a pointer into
 // the middle of a region, goes to locate(), which classifies it or reports the misuse.
-inline std::size_t Heap::usable_size(const void* p, const char* call) {
+template <class Config>
+inline std::size_t Allocator<Config>::Heap::usable_size(const void* p, const char* call) {
   if (!is_chunk_aligned(p)) [[likely]] {
     std::byte* chunk = chunk_base_of(p);
     if (AddressMap::tag_of(address_map().get(chunk)) == AddressMap::kArenaChunk) [[likely]] {
@@ -294,5 +307,9 @@ inline std::size_t Heap::usable_size(const void* p, const char* call) {
   }
   return usable_size_slow(p, call);
 }
+
+// The build's.
+using Heap = Allocator<BuildConfig>::Heap;
+inline Heap& heap() { return Allocator<BuildConfig>::heap(); }
 
 }  // namespace pagemalloc

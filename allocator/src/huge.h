@@ -26,16 +26,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "allocator.h"
 #include "lock.h"
 #include "meta_pool.h"
-#include "os_pal.h"
 #include "pagemap/intrusive_list.h"
 
 namespace pagemalloc {
 
-class HugeManager;
-
-struct HugeExtent {
+template <class Config>
+struct Allocator<Config>::HugeExtent {
   HugeManager* owner = nullptr;  // set when the record is taken from its manager's pool
   std::byte* base = nullptr;
   std::size_t reserved = 0;  // bytes of address space, a multiple of kChunkSize
@@ -74,7 +73,8 @@ struct HugeNeighbours {
   void* context = nullptr;
 };
 
-class HugeManager {
+template <class Config>
+class Allocator<Config>::HugeManager {
  public:
   using Neighbours = HugeNeighbours;
 
@@ -169,5 +169,9 @@ class HugeManager {
   std::uint64_t now_ms_ = 0;
   std::uint64_t last_purge_ms_ = 0;
 };
+
+// The build's.
+using HugeExtent = Allocator<BuildConfig>::HugeExtent;
+using HugeManager = Allocator<BuildConfig>::HugeManager;
 
 }  // namespace pagemalloc

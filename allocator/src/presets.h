@@ -3,6 +3,8 @@
 // may change any single choice by its own option (build_config.h.in, cmake/design.cmake);
 // the code reads the result as BuildConfig.
 //
+//   Pal                  the OS layer chunks and huge blocks come from (pagemap/pal.h): Linux
+//                        mmap; a test's Config may wrap it (tests/fault_injection_test.cpp)
 //   Runs                 the run manager over an OS layer: PagemapRuns (O(1) page map),
 //                        HybridRuns (page-map coalescing, a size tree), RbtreeRuns (trees only)
 //   kThreadCaches        small blocks pass through per-thread caches; off, every malloc and
@@ -38,6 +40,7 @@
 #include <cstddef>
 
 #include "pagemap/pagemap_runs.h"
+#include "pagemap/pal_linux.h"
 #include "rbtree/allocated_runs_tree.h"
 #include "rbtree/hybrid_runs.h"
 #include "rbtree/rbtree_runs.h"
@@ -46,8 +49,9 @@ namespace pagemalloc {
 
 // Today's pagemalloc.
 struct DefaultConfig {
-  template <class Pal>
-  using Runs = PagemapRuns<Pal>;
+  using Pal = LinuxPal;
+  template <class OsLayer>
+  using Runs = PagemapRuns<OsLayer>;
   static constexpr bool kThreadCaches = true;
   static constexpr bool kTransferStash = true;
   static constexpr unsigned kArenas = 0;
@@ -60,8 +64,8 @@ struct DefaultConfig {
 
 // jemalloc as in Firefox 3.0, run manager as then: red-black trees for free runs.
 struct Je2008TreesConfig : DefaultConfig {
-  template <class Pal>
-  using Runs = RbtreeRuns<Pal>;
+  template <class OsLayer>
+  using Runs = RbtreeRuns<OsLayer>;
   static constexpr bool kThreadCaches = false;
   static constexpr bool kTransferStash = false;
   static constexpr unsigned kArenas = 1;
@@ -75,15 +79,15 @@ struct Je2008TreesConfig : DefaultConfig {
 // The same after July 2008's fix: coalescing in the page map, free runs in a size tree, no
 // tree of allocated runs.
 struct Je2008FixedConfig : Je2008TreesConfig {
-  template <class Pal>
-  using Runs = HybridRuns<Pal>;
+  template <class OsLayer>
+  using Runs = HybridRuns<OsLayer>;
   static constexpr bool kAllocatedRunsTree = false;
 };
 
 // The same with the O(1) page-map run manager.
 struct Je2008PagemapConfig : Je2008TreesConfig {
-  template <class Pal>
-  using Runs = PagemapRuns<Pal>;
+  template <class OsLayer>
+  using Runs = PagemapRuns<OsLayer>;
   static constexpr bool kAllocatedRunsTree = false;
 };
 

@@ -41,12 +41,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "allocator.h"
 #include "decay.h"
 #include "size_classes.h"
 
 namespace pagemalloc {
-
-class Arena;
 
 inline constexpr unsigned kCacheInitialLimit = 64;  // regions per class at first, at most
 
@@ -101,7 +100,8 @@ inline constexpr auto kCacheSlotOffsets = [] {
 inline constexpr unsigned kPackedGrowth = 256;
 inline constexpr std::size_t kCachePackedGrowthSlots = 8192;
 
-class ThreadCache {
+template <class Config>
+class Allocator<Config>::ThreadCache {
  public:
   static constexpr unsigned initial_limit(unsigned size_class) {
     return cache_initial_limit(size_class);
@@ -118,15 +118,15 @@ class ThreadCache {
   ThreadCache& operator=(const ThreadCache&) = delete;
 
   // The calling thread's cache, created on first use; nullptr while it must be bypassed, and
-  // always in a design without thread caches (BuildConfig::kThreadCaches).
+  // always in a design without thread caches (Config::kThreadCaches).
   static ThreadCache* get(Arena& arena) {
-    if constexpr (!BuildConfig::kThreadCaches) return nullptr;
+    if constexpr (!Config::kThreadCaches) return nullptr;
     if (current_ != nullptr) [[likely]]
       return current_;
     return create(arena);
   }
   // The calling thread's cache if it has one.
-  static ThreadCache* current() { return BuildConfig::kThreadCaches ? current_ : nullptr; }
+  static ThreadCache* current() { return Config::kThreadCaches ? current_ : nullptr; }
 
   // The arena it takes regions from and returns them to; only regions of this arena enter it.
   [[nodiscard]] Arena* arena() const { return arena_; }
@@ -231,6 +231,8 @@ class ThreadCache {
 
   static constexpr std::uintptr_t kFreedKey = 0x7061'6765'6672'6565;  // "pagefree"
   static inline constinit thread_local ThreadCache* current_ = nullptr;
+  enum class CacheState : std::uint8_t { None, Creating, Active, Exited };
+  static inline constinit thread_local CacheState t_state = CacheState::None;
 
   Arena* arena_ = nullptr;
   ThreadCache* prev_ = nullptr;  // the list of live caches
@@ -245,5 +247,8 @@ class ThreadCache {
   void* packed_growths_[kCachePackedGrowthSlots];            // taken in turn by small growths
   void* grown_slots_[kCacheSlotOffsets[kNumClasses]];        // capacity(c) per class
 };
+
+// The build's.
+using ThreadCache = Allocator<BuildConfig>::ThreadCache;
 
 }  // namespace pagemalloc

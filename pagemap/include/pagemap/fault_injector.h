@@ -143,8 +143,8 @@ class FaultInjector {
   std::atomic<std::size_t> held_{0};  // bytes
 };
 
-// The process's one injector: the one the allocator's OS layer consults when it is built
-// with fault injection (allocator/src/os_pal.h).
+// The process's one injector: the one FaultInjectingPal consults by default (the OS layer of
+// tests/fault_injection_test.cpp's Config).
 inline constinit FaultInjector g_fault_injector;
 
 }  // namespace pagemalloc

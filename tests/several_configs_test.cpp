@@ -1,0 +1,116 @@
+// Several Configs in one binary (allocator/src/allocator.h): a heap assembled from another
+// Config than the build's is a whole allocator of its own. Its blocks are not the build
+// heap's (its own address map, its own statistics), a pointer of one heap is foreign to the
+// other, and each heap follows its own Config's choices, whatever the build chose.
+#include <gtest/gtest.h>
+
+#include <pagemalloc/pagemalloc.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <thread>
+
+#include "allocator_impl.h"
+#include "pm_api.h"
+
+namespace pagemalloc {
+namespace {
+
+// The build's geometry (the Configs of one binary share it), today's other choices except
+// the thread caches: none.
+struct UncachedConfig : BuildConfig {
+  template <class OsLayer>
+  using Runs = PagemapRuns<OsLayer>;
+  static constexpr bool kThreadCaches = false;
+  static constexpr bool kTransferStash = true;
+  static constexpr unsigned kArenas = 1;
+  static constexpr bool kReleaseCurrentSlab = false;
+  static constexpr bool kAllocatedRunsTree = false;
+  static constexpr bool kValidateFree = false;
+};
+// The same with thread caches and jemalloc's 2008 run manager and trees.
+struct CachedTreesConfig : UncachedConfig {
+  template <class OsLayer>
+  using Runs = RbtreeRuns<OsLayer>;
+  static constexpr bool kThreadCaches = true;
+  static constexpr bool kAllocatedRunsTree = true;
+  static constexpr bool kValidateFree = true;
+};
+using Uncached = PmApi<UncachedConfig>;
+using CachedTrees = PmApi<CachedTreesConfig>;
+
+std::size_t allocated(void (*stats_get)(pm_stats*)) {
+  pm_stats s{};
+  stats_get(&s);
+  return s.allocated;
+}
+
+constexpr std::size_t kSizes[] = {100, 100 << 10, 5 << 20};  // small, large, huge
+
+TEST(SeveralConfigs, AnotherHeapsBlocksAreItsOwn) {
+  const std::size_t build_before = allocated(&pm_stats_get);
+  const std::size_t other_before = allocated(&Uncached::stats_get);
+  void* blocks[3];
+  std::size_t usable = 0;
+  for (int i = 0; i < 3; ++i) {
+    blocks[i] = Uncached::malloc(kSizes[i]);
+    ASSERT_NE(blocks[i], nullptr);
+    usable += Uncached::sallocx(blocks[i], 0);
+    const void* chunk = chunk_base_of(blocks[i]);
+    EXPECT_NE(Allocator<UncachedConfig>::address_map().get(chunk), 0u) << kSizes[i];
+    EXPECT_EQ(address_map().get(chunk), 0u) << kSizes[i] << ": in the build heap's map";
+    EXPECT_EQ(Allocator<CachedTreesConfig>::address_map().get(chunk), 0u) << kSizes[i];
+  }
+  EXPECT_EQ(allocated(&Uncached::stats_get), other_before + usable);
+  EXPECT_EQ(allocated(&pm_stats_get), build_before);
+  EXPECT_EQ(Uncached::heap().check_invariants(), nullptr);
+  for (void* p : blocks) Uncached::free(p);
+  EXPECT_EQ(allocated(&Uncached::stats_get), other_before);
+}
+
+TEST(SeveralConfigsDeathTest, APointerOfOneHeapIsForeignToAnother) {
+  void* p = pm_malloc(100);
+  EXPECT_DEATH(Uncached::free(p), "pm_free.*not allocated by pagemalloc");
+  void* q = CachedTrees::malloc(100 << 10);
+  EXPECT_DEATH(pm_free(q), "pm_free.*not allocated by pagemalloc");
+  EXPECT_DEATH(Uncached::sallocx(q, 0), "pm_sallocx.*not allocated by pagemalloc");
+  pm_free(p);
+  CachedTrees::free(q);
+}
+
+// Each heap follows its own Config: a thread that allocates small blocks from all three gets
+// a cache in the heaps whose Config has them, and in the build's when the build's does.
+TEST(SeveralConfigs, EachHeapFollowsItsOwnConfig) {
+  bool build_cache = false, uncached_cache = true, cached_cache = false;
+  std::thread t([&] {
+    pm_free(pm_malloc(32));
+    Uncached::free(Uncached::malloc(32));
+    CachedTrees::free(CachedTrees::malloc(32));
+    build_cache = Allocator<BuildConfig>::ThreadCache::current() != nullptr;
+    uncached_cache = Allocator<UncachedConfig>::ThreadCache::current() != nullptr;
+    cached_cache = Allocator<CachedTreesConfig>::ThreadCache::current() != nullptr;
+  });
+  t.join();
+  EXPECT_EQ(build_cache, BuildConfig::kThreadCaches);
+  EXPECT_FALSE(uncached_cache);
+  EXPECT_TRUE(cached_cache);
+  // The trees' heap validates every free with a search of its chunk tree; the other does not.
+  void* p = CachedTrees::malloc(100 << 10);
+  void* q = Uncached::malloc(100 << 10);
+  ASSERT_NE(p, nullptr);
+  ASSERT_NE(q, nullptr);
+  auto& trees_arena = *AddressMap::owner_of<Allocator<CachedTreesConfig>::Arena>(
+      Allocator<CachedTreesConfig>::address_map().get(chunk_base_of(p)));
+  auto& plain_arena = *AddressMap::owner_of<Allocator<UncachedConfig>::Arena>(
+      Allocator<UncachedConfig>::address_map().get(chunk_base_of(q)));
+  const std::uint64_t trees_before = trees_arena.validated_frees();
+  CachedTrees::free(p);
+  Uncached::free(q);
+  EXPECT_EQ(trees_arena.validated_frees(), trees_before + 1);
+  EXPECT_EQ(plain_arena.validated_frees(), 0u);
+  EXPECT_EQ(CachedTrees::heap().check_invariants(), nullptr);
+  EXPECT_EQ(Uncached::heap().check_invariants(), nullptr);
+}
+
+}  // namespace
+}  // namespace pagemalloc
