@@ -2,16 +2,16 @@
 // assembled from its own Config (allocator/src/allocator.h), run the same workloads.
 //
 //   Today       today's choices: thread caches, transfer stashes, one arena per CPU, slabs
-//               kept, the O(1) page-map run manager
+//               up to 16 KiB and kept, the O(1) page-map run manager
 //   Trees2008   jemalloc as Firefox 3.0 shipped it (presets.h, je2008-trees): no thread
-//               caches, one arena, emptied slabs released at once, every free validated,
-//               red-black trees for free runs and an address tree of the allocated ones
+//               caches, one arena, slabs up to 2 KiB released as soon as they empty, every
+//               free validated, red-black trees for free runs and an address tree of the
+//               allocated ones
 //   Pagemap2008 the same with the page-map run manager (je2008-pagemap)
 //
-// Each takes the build's geometry (chunk size and size classes: the Configs of one binary
-// share them), so in a default build the 2008 designs here have today's 2 MiB chunks and
-// 16 KiB slabs, the state of the study's sweep after its slab step (tools/study/
-// design_sweep.py); in a je2008 build all three have 1 MiB chunks and 2 KiB slabs.
+// Each takes the build's chunk size (the Configs of one binary share it), so in a default
+// build the 2008 designs here have 2 MiB chunks (the state of the study's sweep before its
+// chunk step, tools/study/design_sweep.py), and in a je2008 build all three have 1 MiB.
 //
 //   GcChurn     the GC-arena churn the tree-overhead study measures (benchmarks/memory/
 //               gc_arena_churn.c, in small): waves of 4 KiB blocks aligned to 4 KiB, as
@@ -41,6 +41,7 @@ struct Today : BuildConfig {
   static constexpr bool kThreadCaches = true;
   static constexpr bool kTransferStash = true;
   static constexpr unsigned kArenas = 0;
+  static constexpr std::size_t kMaxSmallSize = 16384;
   static constexpr bool kReleaseCurrentSlab = false;
   static constexpr bool kAllocatedRunsTree = false;
   static constexpr bool kValidateFree = false;
@@ -52,6 +53,7 @@ struct Trees2008 : BuildConfig {
   static constexpr bool kThreadCaches = false;
   static constexpr bool kTransferStash = false;
   static constexpr unsigned kArenas = 1;
+  static constexpr std::size_t kMaxSmallSize = 2048;
   static constexpr bool kReleaseCurrentSlab = true;
   static constexpr bool kAllocatedRunsTree = true;
   static constexpr bool kValidateFree = true;

@@ -1,7 +1,8 @@
 // Several Configs in one binary (allocator/src/allocator.h): a heap assembled from another
 // Config than the build's is a whole allocator of its own. Its blocks are not the build
 // heap's (its own address map, its own statistics), a pointer of one heap is foreign to the
-// other, and each heap follows its own Config's choices, whatever the build chose.
+// other, and each heap follows its own Config's choices, its size classes among them,
+// whatever the build chose.
 #include <gtest/gtest.h>
 
 #include <pagemalloc/pagemalloc.h>
@@ -16,23 +17,25 @@
 namespace pagemalloc {
 namespace {
 
-// The build's geometry (the Configs of one binary share it), today's other choices except
-// the thread caches: none.
+// The build's chunk size (the Configs of one binary share it), today's other choices except
+// the thread caches (none) and the size classes (2008's: slabs up to 2 KiB).
 struct UncachedConfig : BuildConfig {
   template <class OsLayer>
   using Runs = PagemapRuns<OsLayer>;
   static constexpr bool kThreadCaches = false;
   static constexpr bool kTransferStash = true;
   static constexpr unsigned kArenas = 1;
+  static constexpr std::size_t kMaxSmallSize = 2048;
   static constexpr bool kReleaseCurrentSlab = false;
   static constexpr bool kAllocatedRunsTree = false;
   static constexpr bool kValidateFree = false;
 };
-// The same with thread caches and jemalloc's 2008 run manager and trees.
+// The same with thread caches, slabs up to 16 KiB, and jemalloc's 2008 run manager and trees.
 struct CachedTreesConfig : UncachedConfig {
   template <class OsLayer>
   using Runs = RbtreeRuns<OsLayer>;
   static constexpr bool kThreadCaches = true;
+  static constexpr std::size_t kMaxSmallSize = 16384;
   static constexpr bool kAllocatedRunsTree = true;
   static constexpr bool kValidateFree = true;
 };
@@ -66,6 +69,29 @@ TEST(SeveralConfigs, AnotherHeapsBlocksAreItsOwn) {
   EXPECT_EQ(Uncached::heap().check_invariants(), nullptr);
   for (void* p : blocks) Uncached::free(p);
   EXPECT_EQ(allocated(&Uncached::stats_get), other_before);
+}
+
+// Each heap's slabs end at its own largest small size: 4 KiB is a slab region of one and a
+// run of pages of the other, as pm_nallocx and the page map say.
+TEST(SeveralConfigs, EachHeapHasItsOwnSizeClasses) {
+  EXPECT_EQ(Allocator<UncachedConfig>::kNumClasses, 41u);
+  EXPECT_EQ(Allocator<CachedTreesConfig>::kNumClasses, 65u);
+  EXPECT_EQ(Allocator<UncachedConfig>::place(4096, 1).kind, BlockKind::Large);
+  EXPECT_EQ(Allocator<CachedTreesConfig>::place(4096, 1).kind, BlockKind::Small);
+  EXPECT_EQ(Uncached::nallocx(2049, 0), 4096u);
+  EXPECT_EQ(CachedTrees::nallocx(2049, 0), 2304u);
+  void* run = Uncached::malloc(3000);
+  void* region = CachedTrees::malloc(3000);
+  ASSERT_NE(run, nullptr);
+  ASSERT_NE(region, nullptr);
+  EXPECT_EQ(page_entry(chunk_base_of(run), page_index_of(run)).kind(), PageKind::Large);
+  EXPECT_EQ(page_entry(chunk_base_of(region), page_index_of(region)).kind(), PageKind::Slab);
+  EXPECT_EQ(Uncached::sallocx(run, 0), 4096u);
+  EXPECT_EQ(CachedTrees::sallocx(region, 0), 3072u);
+  Uncached::free(run);
+  CachedTrees::free(region);
+  EXPECT_EQ(Uncached::heap().check_invariants(), nullptr);
+  EXPECT_EQ(CachedTrees::heap().check_invariants(), nullptr);
 }
 
 TEST(SeveralConfigsDeathTest, APointerOfOneHeapIsForeignToAnother) {

@@ -14,8 +14,8 @@
 // heap(), ...) are BuildConfig's.
 //
 // What every Config of one binary shares: the page geometry (pagemap/pages.h, the chunk size
-// CMake wrote) and the size classes (size_classes.h), which every layer counts in. A Config
-// whose kLgChunkSize or kMaxSmallSize differs from the build's does not compile here.
+// CMake wrote), which every layer counts in. A Config whose kLgChunkSize differs from the
+// build's does not compile here. Its size classes are its own (up to its kMaxSmallSize).
 #pragma once
 
 #include <cstddef>
@@ -23,6 +23,8 @@
 
 #include "address_map.h"
 #include "build_config.h"
+#include "placement.h"
+#include "size_classes.h"
 #include "pagemap/pal.h"
 
 namespace pagemalloc {
@@ -31,12 +33,21 @@ template <class Config>
 struct Allocator {
   static_assert(Config::kLgChunkSize == kLgChunkSize,
                 "every Config of one binary has the build's chunk size (pagemap/pages.h)");
-  static_assert(Config::kMaxSmallSize == BuildConfig::kMaxSmallSize,
-                "every Config of one binary has the build's size classes (size_classes.h)");
   static_assert(Pal<typename Config::Pal>);
 
   // The OS layer: Linux mmap, or a stand-in a test gives its Config.
   using OsPal = typename Config::Pal;
+
+  // The size classes, up to the Config's largest small size (size_classes.h). These names
+  // hide the build's within every part.
+  using SizeClasses = SizeClassTable<Config::kMaxSmallSize>;
+  static constexpr std::size_t kMaxSmallSize = Config::kMaxSmallSize;
+  static constexpr std::size_t kNumClasses = SizeClasses::kCount;
+  static constexpr const auto& kSizeClasses = SizeClasses::kClasses;
+  static constexpr unsigned size_class_of(std::size_t size) { return SizeClasses::class_of(size); }
+  static constexpr Placement place(std::size_t size, std::size_t align) {
+    return place_with<SizeClasses>(size, align);
+  }
 
   class ChunkPal;         // chunk_pal.h
   struct HugeExtent;      // huge.h

@@ -37,17 +37,17 @@ namespace pagemalloc {
 
 // Regions a bin's stash holds at most: 64 KiB worth, and no more than 1024.
 constexpr unsigned stash_capacity(unsigned size_class) {
-  const unsigned by_bytes = unsigned(64 * 1024 / kSizeClasses[size_class].size);
+  const unsigned by_bytes = unsigned(64 * 1024 / kAllSizeClasses[size_class].size);
   return by_bytes < 1024 ? by_bytes : 1024;
 }
 // The stashes of all classes, packed one after another: class c's starts at
-// kStashOffsets[c] and holds stash_capacity(c) slots (some 10,000 slots in all).
+// kStashOffsets[c] and holds stash_capacity(c) slots (some 10,000 slots in all, for 16 KiB
+// slabs; a design with fewer classes takes the first kStashOffsets[its class count]).
 inline constexpr auto kStashOffsets = [] {
-  std::array<unsigned, kNumClasses + 1> offsets{};
-  for (unsigned c = 0; c < kNumClasses; ++c) offsets[c + 1] = offsets[c] + stash_capacity(c);
+  std::array<unsigned, kAllClassesCount + 1> offsets{};
+  for (unsigned c = 0; c < kAllClassesCount; ++c) offsets[c + 1] = offsets[c] + stash_capacity(c);
   return offsets;
 }();
-inline constexpr unsigned kStashTotalSlots = kStashOffsets[kNumClasses];
 
 struct ArenaStats {
   std::size_t allocated = 0;     // usable bytes of small and large blocks outside the arena
@@ -324,7 +324,7 @@ class Allocator<Config>::Arena {
   RemoteFrees remote_[kNumClasses];       // per class: regions freed by other arenas' threads
   void* remote_taken_[kNumClasses] = {};  // per class: the rest of a chain taken from remote_
   RemoteFrees deferred_large_;            // large blocks freed while another thread held the lock
-  void* stash_slots_[kStashTotalSlots];   // last: apart from everything a slow path touches
+  void* stash_slots_[kStashOffsets[kNumClasses]];   // last: apart from everything a slow path touches
 };
 
 // The build's.

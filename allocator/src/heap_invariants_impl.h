@@ -54,16 +54,16 @@ struct PageMapTally {
 // current slab.
 template <class IsCurrent>
 const char* check_slab(std::byte* chunk, PageIndex first, IsCurrent is_current,
-                       PageMapTally& tally) {
+                       PageMapTally& tally, std::size_t num_classes) {
   const PageEntry head = page_entry(chunk, first);
   const auto* slab = static_cast<const Slab*>(head.slab_descriptor());
   if (slab == nullptr) return "a slab page names no descriptor";
   if (head.page_in_slab() != 0) return "a run starts in the middle of a slab";
-  if (slab->size_class >= kNumClasses || slab->size_class != head.size_class())
+  if (slab->size_class >= num_classes || slab->size_class != head.size_class())
     return "a slab's size class disagrees with its page map";
   if (slab->base != chunk + (first.value() << kLgPageSize))
     return "a slab's descriptor does not point at its first page";
-  const SizeClass& sc = kSizeClasses[slab->size_class];
+  const SizeClass& sc = kAllSizeClasses[slab->size_class];
   if (first.value() + sc.slab_pages > kPagesPerChunk) return "a slab runs past its chunk";
   for (std::size_t j = 1; j < sc.slab_pages; ++j) {
     const PageEntry e = page_entry(chunk, first + PageCount(j));
@@ -100,8 +100,10 @@ const char* check_slab(std::byte* chunk, PageIndex first, IsCurrent is_current,
 }
 
 // Walks one chunk's page map from run to run; the runs must tile the chunk after its header.
+// num_classes: the design's size classes.
 template <class IsCurrent>
-const char* check_chunk(std::byte* chunk, IsCurrent is_current, PageMapTally& tally) {
+const char* check_chunk(std::byte* chunk, IsCurrent is_current, PageMapTally& tally,
+                        std::size_t num_classes) {
   const PageIndex end(kPagesPerChunk);
   PageIndex i(0);
   while (i < end && page_entry(chunk, i).kind() == PageKind::Header) i = i + PageCount(1);
@@ -133,9 +135,10 @@ const char* check_chunk(std::byte* chunk, IsCurrent is_current, PageMapTally& ta
         break;
       }
       case PageKind::Slab: {
-        if (const char* problem = check_slab(chunk, i, is_current, tally)) return problem;
+        if (const char* problem = check_slab(chunk, i, is_current, tally, num_classes))
+          return problem;
         const auto* slab = static_cast<const Slab*>(e.slab_descriptor());
-        length = PageCount(kSizeClasses[slab->size_class].slab_pages);
+        length = PageCount(kAllSizeClasses[slab->size_class].slab_pages);
         break;
       }
       case PageKind::Header: return "a header page lies after the chunk's first run";
@@ -181,7 +184,8 @@ const char* Allocator<Config>::Arena::check_blocks() {
   const std::uintptr_t my_tag = AddressMap::tag(this, AddressMap::kArenaChunk);
   for (std::byte* chunk : pal_.chunks()) {
     if (address_map().get(chunk) != my_tag) return "an arena's chunk is not tagged with it";
-    if (const char* problem = invariants::check_chunk(chunk, is_current, tally)) return problem;
+    if (const char* problem = invariants::check_chunk(chunk, is_current, tally, kNumClasses))
+      return problem;
   }
   if (pal_.chunks().size() != runs_.chunks())
     return "the arena's chunk list disagrees with its run manager";

@@ -23,17 +23,25 @@ struct Placement {
 };
 
 // Requires: align is a power of two.
-constexpr Placement place(std::size_t size, std::size_t align) {
+// Where a block of `size` bytes aligned to `align` lies in a design with these size classes
+// (SizeClassTable).
+template <class SizeClasses>
+constexpr Placement place_with(std::size_t size, std::size_t align) {
   if (size > kMaxRequest || align > kMaxRequest) return {};
   if (size == 0) size = 1;
   if (align <= kPageSize) {
-    unsigned c = size_class_aligned(size, align);
-    if (c < kNumClasses) return {BlockKind::Small, c, kSizeClasses[c].size};
+    unsigned c = SizeClasses::class_aligned(size, align);
+    if (c < SizeClasses::kCount) return {BlockKind::Small, c, SizeClasses::kClasses[c].size};
   }
   PageCount pages = PageCount::covering(size);
   PageCount extra(align > kPageSize ? align / kPageSize - 1 : 0);
   if (pages + extra <= kMaxRunPages) return {BlockKind::Large, 0, pages.bytes()};
   return {BlockKind::Huge, 0, pages.bytes()};
+}
+
+// In the build's design.
+constexpr Placement place(std::size_t size, std::size_t align) {
+  return place_with<BuildSizeClasses>(size, align);
 }
 
 }  // namespace pagemalloc

@@ -61,7 +61,7 @@ struct PmApi {
       if (const std::size_t bumped = heap().bumped_usable_size(f.arena, size, f.align))
         return bumped;
     }
-    const auto where = place(size, f.align);
+    const auto where = Allocator<Config>::place(size, f.align);
     return where.kind == BlockKind::Invalid ? 0 : where.usable;
   }
 

@@ -2,7 +2,7 @@
 //
 // Classes are 8, then multiples of 16 up to 128, then eight per doubling up to 16 KiB
 // (144, 160, ..., 256, 288, 320, ...), as mimalloc's; up to 2 KiB in a build whose design
-// says so (BuildConfig::kMaxSmallSize, presets.h). A request above 128 bytes wastes at
+// says so (a Config's kMaxSmallSize, presets.h; SizeClassTable). A request above 128 bytes wastes at
 // most 1/8 of its block (four per doubling, as jemalloc's, lose up to a quarter: a program's
 // most common object of 392 bytes takes 448 there, 416 here); below, waste is under the
 // 16-byte alignment granule. Every request above the largest class is a run of whole pages
@@ -24,8 +24,6 @@
 
 namespace pagemalloc {
 
-inline constexpr std::size_t kMaxSmallSize = BuildConfig::kMaxSmallSize;
-static_assert(kMaxSmallSize == 2048 || kMaxSmallSize == 16384);
 inline constexpr std::size_t kMaxSlabRegions = 512;
 inline constexpr std::size_t kMaxSlabPages = 16;
 inline constexpr std::uint32_t kClassesPerDoubling = 8;  // above 128 bytes
@@ -39,10 +37,10 @@ struct SizeClass {
 
 namespace detail {
 
-constexpr std::size_t count_classes() {
+constexpr std::size_t count_classes(std::size_t max_small_size) {
   std::size_t n = 1;                                // 8
   for (std::size_t s = 16; s <= 128; s += 16) ++n;  // 16 .. 128
-  for (std::size_t group = 256; group <= kMaxSmallSize; group *= 2) n += kClassesPerDoubling;
+  for (std::size_t group = 256; group <= max_small_size; group *= 2) n += kClassesPerDoubling;
   return n;
 }
 
@@ -70,63 +68,91 @@ constexpr SizeClass make_class(std::uint32_t size) {
   return SizeClass{size, best_pages, regions, magic};
 }
 
+template <std::size_t kMax>
 constexpr auto make_classes() {
-  std::array<SizeClass, count_classes()> classes{};
+  std::array<SizeClass, count_classes(kMax)> classes{};
   std::size_t i = 0;
   classes[i++] = make_class(8);
   for (std::uint32_t s = 16; s <= 128; s += 16) classes[i++] = make_class(s);
-  for (std::uint32_t group = 128; group < kMaxSmallSize; group *= 2)
+  for (std::uint32_t group = 128; group < kMax; group *= 2)
     for (std::uint32_t step = 1; step <= kClassesPerDoubling; ++step)
       classes[i++] = make_class(group + step * group / kClassesPerDoubling);
   return classes;
 }
 
-}  // namespace detail
-
-inline constexpr auto kSizeClasses = detail::make_classes();
-inline constexpr std::size_t kNumClasses = kSizeClasses.size();
-static_assert(kNumClasses == (kMaxSmallSize == 16384 ? 65 : 41));
-static_assert(kSizeClasses.back().size == kMaxSmallSize);
-
-namespace detail {
-
-// Class of sizes 1..1024 at 8-byte steps, and of 1025..16384 at 128-byte steps (all classes
+// Class of sizes 1..1024 at 8-byte steps, and of 1025..kMax at 128-byte steps (all classes
 // above 1024 are multiples of 128, so the coarse step never straddles a class boundary).
-constexpr std::uint8_t class_for_slow(std::size_t size) {
+template <class Classes>
+constexpr std::uint8_t class_for_slow(const Classes& classes, std::size_t size) {
   std::uint8_t c = 0;
-  while (kSizeClasses[c].size < size) ++c;
+  while (classes[c].size < size) ++c;
   return c;
 }
-constexpr auto make_fine_lookup() {
+template <class Classes>
+constexpr auto make_fine_lookup(const Classes& classes) {
   std::array<std::uint8_t, 1024 / 8 + 1> t{};
-  for (std::size_t i = 0; i < t.size(); ++i) t[i] = class_for_slow(i == 0 ? 1 : i * 8);
+  for (std::size_t i = 0; i < t.size(); ++i) t[i] = class_for_slow(classes, i == 0 ? 1 : i * 8);
   return t;
 }
-constexpr auto make_coarse_lookup() {
-  std::array<std::uint8_t, kMaxSmallSize / 128 + 1> t{};
-  for (std::size_t i = 0; i < t.size(); ++i) t[i] = class_for_slow(i == 0 ? 1 : i * 128);
+template <std::size_t kMax, class Classes>
+constexpr auto make_coarse_lookup(const Classes& classes) {
+  std::array<std::uint8_t, kMax / 128 + 1> t{};
+  for (std::size_t i = 0; i < t.size(); ++i)
+    t[i] = class_for_slow(classes, i == 0 ? 1 : i * 128);
   return t;
 }
-inline constexpr auto kFineLookup = make_fine_lookup();
-inline constexpr auto kCoarseLookup = make_coarse_lookup();
 
 }  // namespace detail
 
-// Requires: size <= kMaxSmallSize. Size 0 has the class of size 1 (a malloc(0) block).
-constexpr unsigned size_class_of(std::size_t size) {
-  return size <= 1024 ? detail::kFineLookup[(size + 7) >> 3]
-                      : detail::kCoarseLookup[(size + 127) >> 7];
-}
-static_assert(size_class_of(0) == size_class_of(1));
+// The size classes of a design whose slabs end at kMax bytes (a Config's kMaxSmallSize).
+template <std::size_t kMax>
+struct SizeClassTable {
+  static_assert(kMax == 2048 || kMax == 16384);
+  static constexpr std::size_t kMaxSmallSize = kMax;
+  static constexpr auto kClasses = detail::make_classes<kMax>();
+  static constexpr std::size_t kCount = kClasses.size();
+  static_assert(kCount == (kMax == 16384 ? 65 : 41));
+  static_assert(kClasses.back().size == kMax);
 
-// The smallest class that holds `size` bytes and whose regions are all aligned to `align`
-// (a power of two <= the page size: a slab starts on a page, so a class that is a multiple of
-// `align` keeps every region aligned). kNumClasses when none does.
+  // Requires: size <= kMax. Size 0 has the class of size 1 (a malloc(0) block).
+  static constexpr unsigned class_of(std::size_t size) {
+    return size <= 1024 ? kFineLookup[(size + 7) >> 3] : kCoarseLookup[(size + 127) >> 7];
+  }
+  // The smallest class that holds `size` bytes and whose regions are all aligned to `align`
+  // (a power of two <= the page size: a slab starts on a page, so a class that is a multiple
+  // of `align` keeps every region aligned). kCount when none does.
+  static constexpr unsigned class_aligned(std::size_t size, std::size_t align) {
+    if (size > kMax) return unsigned(kCount);
+    unsigned c = class_of(size == 0 ? 1 : size);
+    while (c < kCount && kClasses[c].size % align != 0) ++c;
+    return c;
+  }
+
+ private:
+  static constexpr auto kFineLookup = detail::make_fine_lookup(kClasses);
+  static constexpr auto kCoarseLookup = detail::make_coarse_lookup<kMax>(kClasses);
+};
+
+// Every class of any design: a design's classes are the first of these, up to its
+// kMaxSmallSize (a class is the same in every table it is in), so a slab, a stash or a
+// cache bin looks its class up here whatever its Config.
+inline constexpr const auto& kAllSizeClasses = SizeClassTable<16384>::kClasses;
+inline constexpr std::size_t kAllClassesCount = SizeClassTable<16384>::kCount;
+static_assert([] {
+  for (std::size_t c = 0; c < SizeClassTable<2048>::kCount; ++c)
+    if (SizeClassTable<2048>::kClasses[c].size != kAllSizeClasses[c].size) return false;
+  return true;
+}());
+
+// The build's (BuildConfig::kMaxSmallSize): code outside Allocator<Config> and the tests.
+inline constexpr std::size_t kMaxSmallSize = BuildConfig::kMaxSmallSize;
+using BuildSizeClasses = SizeClassTable<kMaxSmallSize>;
+inline constexpr const auto& kSizeClasses = BuildSizeClasses::kClasses;
+inline constexpr std::size_t kNumClasses = BuildSizeClasses::kCount;
+constexpr unsigned size_class_of(std::size_t size) { return BuildSizeClasses::class_of(size); }
+static_assert(size_class_of(0) == size_class_of(1));
 constexpr unsigned size_class_aligned(std::size_t size, std::size_t align) {
-  if (size > kMaxSmallSize) return kNumClasses;
-  unsigned c = size_class_of(size == 0 ? 1 : size);
-  while (c < kNumClasses && kSizeClasses[c].size % align != 0) ++c;
-  return c;
+  return BuildSizeClasses::class_aligned(size, align);
 }
 
 constexpr std::uint32_t region_index(const SizeClass& sc, std::size_t offset) {
@@ -135,7 +161,7 @@ constexpr std::uint32_t region_index(const SizeClass& sc, std::size_t offset) {
 
 // The magic division is exact for every offset a slab can hold.
 constexpr bool magic_is_exact() {
-  for (const SizeClass& sc : kSizeClasses)
+  for (const SizeClass& sc : kAllSizeClasses)
     for (std::size_t i = 0; i < sc.regions; ++i)
       for (std::size_t off : {i * sc.size, i * sc.size + sc.size - 1})
         if (region_index(sc, off) != i) return false;

@@ -23,7 +23,7 @@ struct alignas(64) Slab {
   void init(std::byte* run_base, unsigned cls) {
     base = run_base;
     size_class = std::uint16_t(cls);
-    const std::uint32_t regions = kSizeClasses[cls].regions;
+    const std::uint32_t regions = kAllSizeClasses[cls].regions;
     free_count = std::uint16_t(regions);
     for (std::uint32_t w = 0; w < kMaxSlabRegions / 64; ++w) {
       std::uint32_t first = w * 64;
@@ -35,7 +35,7 @@ struct alignas(64) Slab {
 
   // Takes up to n free regions, a bitmap word at a time; returns how many.
   unsigned take_many(void** out, unsigned n) {
-    const SizeClass& sc = kSizeClasses[size_class];
+    const SizeClass& sc = kAllSizeClasses[size_class];
     const unsigned words = (sc.regions + 63) / 64;
     unsigned got = 0;
     for (unsigned w = 0; w < words && got < n; ++w) {
@@ -58,7 +58,7 @@ struct alignas(64) Slab {
     free_bits[index / 64] |= std::uint64_t{1} << (index % 64);
     ++free_count;
   }
-  [[nodiscard]] bool empty() const { return free_count == kSizeClasses[size_class].regions; }
+  [[nodiscard]] bool empty() const { return free_count == kAllSizeClasses[size_class].regions; }
 };
 
 }  // namespace pagemalloc

@@ -53,14 +53,14 @@ inline constexpr unsigned kCacheInitialLimit = 64;  // regions per class at firs
 // kCacheInitialLimit (every class up to 512 bytes starts at 64). A thread that uses few
 // regions of a large class keeps little of it: 64 regions of every class would be 6.8 MiB.
 constexpr unsigned cache_initial_limit(unsigned size_class) {
-  const std::size_t by_bytes = (std::size_t{32} << 10) / kSizeClasses[size_class].size;
+  const std::size_t by_bytes = (std::size_t{32} << 10) / kAllSizeClasses[size_class].size;
   return by_bytes < 4 ? 4 : by_bytes > kCacheInitialLimit ? kCacheInitialLimit : unsigned(by_bytes);
 }
 
 // The most regions a thread cache holds of a class: 512 KiB worth, at least
 // kCacheInitialLimit, at most 2048.
 constexpr unsigned cache_capacity(unsigned size_class) {
-  const std::size_t by_bytes = (std::size_t{512} << 10) / kSizeClasses[size_class].size;
+  const std::size_t by_bytes = (std::size_t{512} << 10) / kAllSizeClasses[size_class].size;
   return by_bytes < kCacheInitialLimit ? kCacheInitialLimit
          : by_bytes > 2048             ? 2048
                                        : unsigned(by_bytes);
@@ -69,29 +69,31 @@ constexpr unsigned cache_capacity(unsigned size_class) {
 // The most regions a mixed bin (one holding other arenas' regions) keeps before it flushes:
 // 8 KiB worth, at least 2. Classes up to 128 bytes reach their first limit first.
 constexpr unsigned cache_foreign_limit(unsigned size_class) {
-  const std::size_t by_bytes = (std::size_t{8} << 10) / kSizeClasses[size_class].size;
+  const std::size_t by_bytes = (std::size_t{8} << 10) / kAllSizeClasses[size_class].size;
   return by_bytes < 2 ? 2 : unsigned(by_bytes);
 }
 
+// Per class, of every class any design has (a design's classes are the first of these:
+// size_classes.h).
 inline constexpr auto kCacheForeignLimits = [] {
-  std::array<std::uint32_t, kNumClasses> limits{};
-  for (unsigned c = 0; c < kNumClasses; ++c) limits[c] = cache_foreign_limit(c);
+  std::array<std::uint32_t, kAllClassesCount> limits{};
+  for (unsigned c = 0; c < kAllClassesCount; ++c) limits[c] = cache_foreign_limit(c);
   return limits;
 }();
 
 // Where each class's slots start in a cache's packed area (initial limits, one class after
 // another).
 inline constexpr auto kCacheInitialOffsets = [] {
-  std::array<std::size_t, kNumClasses + 1> offsets{};
-  for (unsigned c = 0; c < kNumClasses; ++c)
+  std::array<std::size_t, kAllClassesCount + 1> offsets{};
+  for (unsigned c = 0; c < kAllClassesCount; ++c)
     offsets[c + 1] = offsets[c] + cache_initial_limit(c);
   return offsets;
 }();
 // Where each class's room for its largest stack starts in a cache's area of them (all
 // classes one after another).
 inline constexpr auto kCacheSlotOffsets = [] {
-  std::array<std::size_t, kNumClasses + 1> offsets{};
-  for (unsigned c = 0; c < kNumClasses; ++c) offsets[c + 1] = offsets[c] + cache_capacity(c);
+  std::array<std::size_t, kAllClassesCount + 1> offsets{};
+  for (unsigned c = 0; c < kAllClassesCount; ++c) offsets[c + 1] = offsets[c] + cache_capacity(c);
   return offsets;
 }();
 // A stack that grows to at most this many slots moves to the packed area of small growths,
