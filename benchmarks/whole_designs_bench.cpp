@@ -1,7 +1,7 @@
 // Whole allocators of different designs side by side in one process: three heaps, each
 // assembled from its own Config (allocator/src/allocator.h), run the same workloads.
 //
-//   Today       today's choices: thread caches, transfer stashes, one arena per CPU, slabs
+//   Today       today's choices (presets.h, default): thread caches, transfer stashes, one arena per CPU, slabs
 //               up to 16 KiB and kept, the O(1) page-map run manager
 //   Trees2008   jemalloc as Firefox 3.0 shipped it (presets.h, je2008-trees): no thread
 //               caches, one arena, slabs up to 2 KiB released as soon as they empty, every
@@ -35,35 +35,14 @@
 namespace pagemalloc::bench {
 namespace {
 
-struct Today : BuildConfig {
-  template <class OsLayer>
-  using Runs = PagemapRuns<OsLayer>;
-  static constexpr bool kThreadCaches = true;
-  static constexpr bool kTransferStash = true;
-  static constexpr unsigned kArenas = 0;
-  static constexpr std::size_t kMaxSmallSize = 16384;
-  static constexpr bool kReleaseCurrentSlab = false;
-  static constexpr bool kAllocatedRunsTree = false;
-  static constexpr bool kValidateFree = false;
+// A named design (presets.h) with the build's chunk size.
+template <class Preset>
+struct WithBuildChunks : Preset {
+  static constexpr std::size_t kLgChunkSize = BuildConfig::kLgChunkSize;
 };
-
-struct Trees2008 : BuildConfig {
-  template <class OsLayer>
-  using Runs = RbtreeRuns<OsLayer>;
-  static constexpr bool kThreadCaches = false;
-  static constexpr bool kTransferStash = false;
-  static constexpr unsigned kArenas = 1;
-  static constexpr std::size_t kMaxSmallSize = 2048;
-  static constexpr bool kReleaseCurrentSlab = true;
-  static constexpr bool kAllocatedRunsTree = true;
-  static constexpr bool kValidateFree = true;
-};
-
-struct Pagemap2008 : Trees2008 {
-  template <class OsLayer>
-  using Runs = PagemapRuns<OsLayer>;
-  static constexpr bool kAllocatedRunsTree = false;
-};
+using Today = WithBuildChunks<DefaultConfig>;
+using Trees2008 = WithBuildChunks<Je2008TreesConfig>;
+using Pagemap2008 = WithBuildChunks<Je2008PagemapConfig>;
 
 // A small pseudo-random sequence (xorshift64*), the same in every heap.
 struct Random {

@@ -17,18 +17,13 @@
 namespace pagemalloc {
 namespace {
 
-// The build's chunk size (the Configs of one binary share it), today's other choices except
-// the thread caches (none) and the size classes (2008's: slabs up to 2 KiB).
-struct UncachedConfig : BuildConfig {
-  template <class OsLayer>
-  using Runs = PagemapRuns<OsLayer>;
+// Today's design (presets.h) with the build's chunk size (the Configs of one binary share
+// it), except the thread caches (none) and the size classes (2008's: slabs up to 2 KiB).
+struct UncachedConfig : DefaultConfig {
+  static constexpr std::size_t kLgChunkSize = BuildConfig::kLgChunkSize;
   static constexpr bool kThreadCaches = false;
-  static constexpr bool kTransferStash = true;
   static constexpr unsigned kArenas = 1;
   static constexpr std::size_t kMaxSmallSize = 2048;
-  static constexpr bool kReleaseCurrentSlab = false;
-  static constexpr bool kAllocatedRunsTree = false;
-  static constexpr bool kValidateFree = false;
 };
 // The same with thread caches, slabs up to 16 KiB, and jemalloc's 2008 run manager and trees.
 struct CachedTreesConfig : UncachedConfig {
