@@ -1,7 +1,8 @@
 // Whole allocators of different designs side by side in one process: three heaps, each
 // assembled from its own Config (allocator/src/allocator.h), run the same workloads.
 //
-//   Today       today's choices (presets.h, default): thread caches, transfer stashes, one arena per CPU, slabs
+//   Today       today's choices (presets.h, default): thread caches, transfer stashes, one arena
+//   per CPU, slabs
 //               up to 16 KiB and kept, the O(1) page-map run manager
 //   Trees2008   jemalloc as Firefox 3.0 shipped it (presets.h, je2008-trees): no thread
 //               caches, one arena, slabs up to 2 KiB released as soon as they empty, every

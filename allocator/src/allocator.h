@@ -23,9 +23,9 @@
 
 #include "address_map.h"
 #include "build_config.h"
+#include "pagemap/pal.h"
 #include "placement.h"
 #include "size_classes.h"
-#include "pagemap/pal.h"
 
 namespace pagemalloc {
 
@@ -49,20 +49,20 @@ struct Allocator {
     return place_with<SizeClasses>(size, align);
   }
 
-  class ChunkPal;         // chunk_pal.h
-  struct HugeExtent;      // huge.h
-  class HugeManager;      // huge.h
-  struct ArenaNeighbours; // arena.h
-  class Arena;            // arena.h
-  class ThreadCache;      // thread_cache.h
-  class AutomaticArenas;  // automatic_arenas.h
-  struct BumpLease;       // bump_space.h
-  class BumpSpace;        // bump_space.h
-  struct ExplicitArena;   // explicit_arenas.h
-  class ExplicitArenas;   // explicit_arenas.h
-  class Decay;            // decay.h
-  class Fork;             // fork.h
-  class Heap;             // heap.h
+  class ChunkPal;          // chunk_pal.h
+  struct HugeExtent;       // huge.h
+  class HugeManager;       // huge.h
+  struct ArenaNeighbours;  // arena.h
+  class Arena;             // arena.h
+  class ThreadCache;       // thread_cache.h
+  class AutomaticArenas;   // automatic_arenas.h
+  struct BumpLease;        // bump_space.h
+  class BumpSpace;         // bump_space.h
+  struct ExplicitArena;    // explicit_arenas.h
+  class ExplicitArenas;    // explicit_arenas.h
+  class Decay;             // decay.h
+  class Fork;              // fork.h
+  class Heap;              // heap.h
 
   // This Config's heap (heap.h), never destroyed.
   static Heap& heap();

@@ -19,7 +19,9 @@ void pm_free(void* ptr) { Api::free(ptr); }
 int pm_posix_memalign(void** out, size_t alignment, size_t size) {
   return Api::posix_memalign(out, alignment, size);
 }
-void* pm_aligned_alloc(size_t alignment, size_t size) { return Api::aligned_alloc(alignment, size); }
+void* pm_aligned_alloc(size_t alignment, size_t size) {
+  return Api::aligned_alloc(alignment, size);
+}
 void* pm_memalign(size_t alignment, size_t size) { return Api::aligned_alloc(alignment, size); }
 size_t pm_malloc_usable_size(const void* ptr) { return Api::malloc_usable_size(ptr); }
 

@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "allocator.h"
+#include "build_config.h"
 #include "chunk_pal.h"
 #include "clock.h"
 #include "lock.h"
@@ -29,7 +30,6 @@
 #include "pagemap/intrusive_list.h"
 #include "pagemap/page_map.h"
 #include "remote_frees.h"
-#include "build_config.h"
 #include "size_classes.h"
 #include "slab.h"
 
@@ -324,7 +324,8 @@ class Allocator<Config>::Arena {
   RemoteFrees remote_[kNumClasses];       // per class: regions freed by other arenas' threads
   void* remote_taken_[kNumClasses] = {};  // per class: the rest of a chain taken from remote_
   RemoteFrees deferred_large_;            // large blocks freed while another thread held the lock
-  void* stash_slots_[kStashOffsets[kNumClasses]];   // last: apart from everything a slow path touches
+  void*
+      stash_slots_[kStashOffsets[kNumClasses]];  // last: apart from everything a slow path touches
 };
 
 // The build's.

@@ -86,7 +86,8 @@ void Allocator<Config>::Arena::free_batch(void* const* regions, unsigned n, cons
 
 // Requires: lock_ held.
 template <class Config>
-void Allocator<Config>::Arena::free_batch_locked(void* const* regions, unsigned n, const char* call) {
+void Allocator<Config>::Arena::free_batch_locked(void* const* regions, unsigned n,
+                                                 const char* call) {
   const unsigned size_class =
       page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
   Bin& bin = bins_[size_class];
@@ -288,7 +289,8 @@ void Allocator<Config>::Arena::release_slab(Slab* slab) {
 }
 
 template <class Config>
-void* Allocator<Config>::Arena::alloc_large(std::size_t bytes, std::size_t align, bool& zeroed, bool may_borrow) {
+void* Allocator<Config>::Arena::alloc_large(std::size_t bytes, std::size_t align, bool& zeroed,
+                                            bool may_borrow) {
   std::size_t grown = 0;
   void* block = nullptr;
   const std::size_t needed = PageCount::covering(bytes).value();
@@ -316,7 +318,8 @@ void* Allocator<Config>::Arena::alloc_large(std::size_t bytes, std::size_t align
 }
 
 template <class Config>
-void* Allocator<Config>::Arena::alloc_large_locked(std::size_t bytes, std::size_t align, bool& zeroed) {
+void* Allocator<Config>::Arena::alloc_large_locked(std::size_t bytes, std::size_t align,
+                                                   bool& zeroed) {
   const PageCount pages = PageCount::covering(bytes);
   const PageCount extra(align > kPageSize ? align / kPageSize - 1 : 0);
   tick();
@@ -372,7 +375,8 @@ template <class Config>
 void Allocator<Config>::Arena::free_large_locked(void* p, PageCount pages, const char* call) {
   // The 2008 design took a large block's length from the allocated runs' tree
   // (arena_dalloc_large): a search, where the page map's entry serves today's.
-  if constexpr (Config::kAllocatedRunsTree) pages = arena_detail::pages_in_allocated_runs_tree(runs_, p);
+  if constexpr (Config::kAllocatedRunsTree)
+    pages = arena_detail::pages_in_allocated_runs_tree(runs_, p);
   Run run = Run::at(p, pages);
   PageEntry& entry = page_entry(run.chunk, run.first);
   if (entry.kind() != PageKind::Large || entry.pages() != pages) [[unlikely]] {

@@ -141,15 +141,14 @@ class Allocator<Config>::AutomaticArenas {
 
  private:
   constexpr ArenaNeighbours neighbours() {
-    return {[](void* arenas, const Arena& grown, std::size_t bytes) {
-              static_cast<AutomaticArenas*>(arenas)->purge_others(grown, bytes);
-            },
-            [](void* arenas, const Arena& asking, std::size_t bytes, std::size_t align,
-               bool& zeroed) {
-              return static_cast<AutomaticArenas*>(arenas)->lend_large(asking, bytes, align,
-                                                                       zeroed);
-            },
-            this};
+    return {
+        [](void* arenas, const Arena& grown, std::size_t bytes) {
+          static_cast<AutomaticArenas*>(arenas)->purge_others(grown, bytes);
+        },
+        [](void* arenas, const Arena& asking, std::size_t bytes, std::size_t align, bool& zeroed) {
+          return static_cast<AutomaticArenas*>(arenas)->lend_large(asking, bytes, align, zeroed);
+        },
+        this};
   }
   Arena& assign();
   Arena* map(unsigned index);

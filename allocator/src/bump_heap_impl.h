@@ -16,8 +16,9 @@ namespace pagemalloc {
 // A bumped block stays where it is when its arena is kept and it fits (bump_space.h);
 // otherwise it moves, as any block, to the arena named or its own.
 template <class Config>
-void* Allocator<Config>::Heap::reallocate_bumped(BumpSpace& space, void* p, std::size_t size, std::size_t align,
-                              bool zero, unsigned arena, const char* call) {
+void* Allocator<Config>::Heap::reallocate_bumped(BumpSpace& space, void* p, std::size_t size,
+                                                 std::size_t align, bool zero, unsigned arena,
+                                                 const char* call) {
   const std::size_t old_usable = space.usable_size(p, call);
   if (size == 0) size = 1;
   if (place(size, align).kind == BlockKind::Invalid) {
@@ -45,8 +46,9 @@ void* Allocator<Config>::Heap::reallocate_bumped(BumpSpace& space, void* p, std:
 }
 
 template <class Config>
-std::size_t Allocator<Config>::Heap::resize_bumped_in_place(BumpSpace& space, void* p, std::size_t size,
-                                         std::size_t extra, bool zero, const char* call) {
+std::size_t Allocator<Config>::Heap::resize_bumped_in_place(BumpSpace& space, void* p,
+                                                            std::size_t size, std::size_t extra,
+                                                            bool zero, const char* call) {
   const std::size_t old_usable = space.usable_size(p, call);
   if (size > kMaxRequest) return old_usable;
   const std::size_t least = size == 0 ? 1 : size;
@@ -63,8 +65,8 @@ std::size_t Allocator<Config>::Heap::resize_bumped_in_place(BumpSpace& space, vo
 }
 
 template <class Config>
-void* Allocator<Config>::Heap::bump_from_cursor(pm_bump_cursor& cursor, std::size_t size, std::size_t align,
-                             bool zero) {
+void* Allocator<Config>::Heap::bump_from_cursor(pm_bump_cursor& cursor, std::size_t size,
+                                                std::size_t align, bool zero) {
   ExplicitArena* e = explicit_.find(cursor.arena);
   if (e == nullptr || !e->bump.enabled()) {
     errno = EINVAL;
@@ -79,7 +81,8 @@ void* Allocator<Config>::Heap::bump_from_cursor(pm_bump_cursor& cursor, std::siz
 }
 
 template <class Config>
-std::size_t Allocator<Config>::Heap::bumped_usable_size(unsigned arena, std::size_t size, std::size_t align) {
+std::size_t Allocator<Config>::Heap::bumped_usable_size(unsigned arena, std::size_t size,
+                                                        std::size_t align) {
   ExplicitArena* e = explicit_.find(arena);
   if (e == nullptr || !e->bump.enabled() || size > kBumpMaxBlock || align > kBumpMaxAlign) return 0;
   return bump_usable(size);

@@ -18,9 +18,8 @@ void Allocator<Config>::BumpSpace::give_back_at_exit() {
   static constinit thread_local bool t_registered = false;
   if (t_registered) return;
   t_registered = true;
-  pthread_once(&lease_key_once_, [] {
-    pthread_key_create(&lease_key_, [](void*) { give_back_leases(); });
-  });
+  pthread_once(&lease_key_once_,
+               [] { pthread_key_create(&lease_key_, [](void*) { give_back_leases(); }); });
   pthread_setspecific(lease_key_, &t_registered);
 }
 
@@ -38,7 +37,8 @@ void Allocator<Config>::BumpSpace::give_back_leases() {
 }
 
 template <class Config>
-void* Allocator<Config>::BumpSpace::allocate_with_new_lease(BumpLease& lease, std::size_t size, std::size_t align) {
+void* Allocator<Config>::BumpSpace::allocate_with_new_lease(BumpLease& lease, std::size_t size,
+                                                            std::size_t align) {
   give_back_at_exit();
   // The slot's lease of another arena (or of an older epoch of this one) goes back first.
   if (BumpSpace* previous = lease.space; previous != nullptr) {
@@ -59,7 +59,8 @@ void* Allocator<Config>::BumpSpace::allocate_with_new_lease(BumpLease& lease, st
 }
 
 template <class Config>
-void* Allocator<Config>::BumpSpace::allocate_from_cursor(pm_bump_cursor& cursor, std::size_t size, std::size_t align) {
+void* Allocator<Config>::BumpSpace::allocate_from_cursor(pm_bump_cursor& cursor, std::size_t size,
+                                                         std::size_t align) {
   LockGuard guard(lock_);
   const bool current = cursor.epoch == epoch_.load(std::memory_order_relaxed);
   if (current) {
@@ -83,7 +84,8 @@ void Allocator<Config>::BumpSpace::flush(pm_bump_cursor& cursor) {
 }
 
 template <class Config>
-bool Allocator<Config>::BumpSpace::lend_region(pm_bump_cursor& cursor, std::size_t size, std::size_t align) {
+bool Allocator<Config>::BumpSpace::lend_region(pm_bump_cursor& cursor, std::size_t size,
+                                               std::size_t align) {
   const std::uint32_t epoch = epoch_.load(std::memory_order_relaxed);
   // The span doubles across resets too: an owner that fills a chunk per round soon takes
   // one chunk per round.
@@ -199,7 +201,8 @@ void Allocator<Config>::BumpSpace::clear_size_maps() {
 }
 
 template <class Config>
-typename Allocator<Config>::BumpSpace::Check Allocator<Config>::BumpSpace::check(const void* p, std::uint16_t*& entry) const {
+typename Allocator<Config>::BumpSpace::Check Allocator<Config>::BumpSpace::check(
+    const void* p, std::uint16_t*& entry) const {
   const auto address = reinterpret_cast<std::uintptr_t>(p);
   if (address % kBumpGranule != 0 ||
       address - reinterpret_cast<std::uintptr_t>(chunk_base_of(p)) < kBumpChunkHeader)
@@ -210,7 +213,8 @@ typename Allocator<Config>::BumpSpace::Check Allocator<Config>::BumpSpace::check
 }
 
 template <class Config>
-void Allocator<Config>::BumpSpace::report(Check what, const char* call, const void* p, bool freeing) {
+void Allocator<Config>::BumpSpace::report(Check what, const char* call, const void* p,
+                                          bool freeing) {
   switch (what) {
     case Check::NoBlock:
       report_misuse(call, p,

@@ -90,17 +90,16 @@ class Allocator<Config>::ChunkPal {
   // The thp option (config.h): a chunk of 2 MiB is one huge page's worth, aligned to it (a
   // chunk of 1 MiB is half of one, which it shares with its neighbour when both have the
   // same advice). An arena's first chunk never gets MADV_HUGEPAGE: a thread that allocates
-  // a little from an arena of its own does not make a whole chunk resident. Under auto, neither do its first
-  // kSmallPageChunks: a heap that stays within them (a small program) gains little from huge
-  // pages, and would pay for the unused part of its newest chunk. Nor does a chunk that may be
+  // a little from an arena of its own does not make a whole chunk resident. Under auto, neither do
+  // its first kSmallPageChunks: a heap that stays within them (a small program) gains little from
+  // huge pages, and would pay for the unused part of its newest chunk. Nor does a chunk that may be
   // used sparsely (ChunkUse), nor any chunk of an arena told to avoid them (the automatic
   // arenas after the first: automatic_arenas.h).
   static constexpr std::size_t kSmallPageChunks = 4;
   void advise_huge_pages(void* p, std::size_t bytes, std::size_t chunks_before) const {
     switch (options().thp.load(std::memory_order_relaxed)) {
       case HugePages::Auto:
-        if (huge_pages_under_auto_ && chunks_before >= kSmallPageChunks &&
-            use_ == ChunkUse::Dense)
+        if (huge_pages_under_auto_ && chunks_before >= kSmallPageChunks && use_ == ChunkUse::Dense)
           return LinuxPal::prefer_huge_pages(p, bytes);
         return LinuxPal::avoid_huge_pages(p, bytes);
       case HugePages::Always:

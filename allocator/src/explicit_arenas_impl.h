@@ -13,7 +13,9 @@
 namespace pagemalloc {
 
 template <class Config>
-std::size_t Allocator<Config>::ExplicitArenas::record_bytes() { return kRecordBytes; }
+std::size_t Allocator<Config>::ExplicitArenas::record_bytes() {
+  return kRecordBytes;
+}
 
 template <class Config>
 unsigned Allocator<Config>::ExplicitArenas::create(unsigned first, unsigned flags) {

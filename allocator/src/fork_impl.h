@@ -29,8 +29,8 @@
 #include <pthread.h>
 #include <sys/single_threaded.h>
 
-#include "diagnostics.h"
 #include "decay.h"
+#include "diagnostics.h"
 #include "heap.h"
 #include "thread_cache.h"
 

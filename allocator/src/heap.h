@@ -168,9 +168,9 @@ class Allocator<Config>::Heap {
   // in .data, whose pages the kernel maps from the library's file in large folios (some
   // 120 KiB of the resident size of a program that allocates nothing).
   std::atomic<int> init_state_{kUninitialized};
-  AutomaticArenas automatic_;  // indices 0 .. automatic_.count()-1
+  AutomaticArenas automatic_;   // indices 0 .. automatic_.count()-1
   Deferred<HugeManager> huge_;  // their huge blocks
-  ExplicitArenas explicit_;                                      // indices automatic_.count() ..
+  ExplicitArenas explicit_;     // indices automatic_.count() ..
   std::atomic<std::size_t> copied_{0};
   std::atomic<std::size_t> grown_in_place_{0};
   std::atomic<std::size_t> moved_by_copy_{0};
@@ -211,7 +211,8 @@ template <class Config>
 inline void* Allocator<Config>::Heap::allocate(std::size_t size, std::size_t align, bool zero) {
   if (size <= kMaxSmallSize && align <= alignof(std::uint64_t) && !zero) [[likely]] {
     if (ThreadCache* cache = ThreadCache::current()) [[likely]] {
-      if (void* p = cache->pop(size_class_of(size))) [[likely]] return p;
+      if (void* p = cache->pop(size_class_of(size))) [[likely]]
+        return p;
     }
   }
   return allocate_slow(size, align, zero);
@@ -237,7 +238,8 @@ inline void* Allocator<Config>::Heap::allocate_zeroed(std::size_t size) {
 // region is not looked for here (a multiply and a compare on every free): the slow paths
 // report it.
 template <class Config>
-inline typename Allocator<Config>::ThreadCache* Allocator<Config>::Heap::own_small_block(const void* p, PageEntry& e) {
+inline typename Allocator<Config>::ThreadCache* Allocator<Config>::Heap::own_small_block(
+    const void* p, PageEntry& e) {
   if (is_chunk_aligned(p)) [[unlikely]]
     return nullptr;
   std::byte* chunk = chunk_base_of(p);
@@ -266,7 +268,8 @@ inline void Allocator<Config>::Heap::deallocate(void* p, const char* call) {
 }
 
 template <class Config>
-inline void* Allocator<Config>::Heap::reallocate_small(void* p, std::size_t size, const char* call) {
+inline void* Allocator<Config>::Heap::reallocate_small(void* p, std::size_t size,
+                                                       const char* call) {
   PageEntry e;
   ThreadCache* cache = size <= kMaxSmallSize ? own_small_block(p, e) : nullptr;
   if (cache != nullptr) [[likely]] {

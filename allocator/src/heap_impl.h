@@ -78,7 +78,8 @@ void* Allocator<Config>::Heap::allocate_slow(std::size_t size, std::size_t align
 }
 
 template <class Config>
-void* Allocator<Config>::Heap::allocate_in(unsigned arena, std::size_t size, std::size_t align, bool zero) {
+void* Allocator<Config>::Heap::allocate_in(unsigned arena, std::size_t size, std::size_t align,
+                                           bool zero) {
   if (ExplicitArena* e = explicit_.find(arena); e != nullptr && e->bump.enabled()) {
     if (void* p = e->bump.allocate(size, align)) [[likely]] {
       if (zero) std::memset(p, 0, bump_usable(size));
@@ -97,7 +98,8 @@ void* Allocator<Config>::Heap::allocate_in(unsigned arena, std::size_t size, std
 }
 
 template <class Config>
-void* Allocator<Config>::Heap::allocate_from(const Source& source, std::size_t size, std::size_t align, bool zero) {
+void* Allocator<Config>::Heap::allocate_from(const Source& source, std::size_t size,
+                                             std::size_t align, bool zero) {
   if (size == 0) size = 1;  // the smallest block of its kind, as place() counts it
   const Placement where = place(size, align);
   void* p = nullptr;
@@ -132,7 +134,7 @@ void* Allocator<Config>::Heap::allocate_small(unsigned size_class) {
 // cache's own or as a foreign region.
 template <class ThreadCache, class Arena>
 [[gnu::always_inline]] inline void cache_freed_region(ThreadCache& cache, Arena& owner,
-                                                           unsigned size_class, void* p) {
+                                                      unsigned size_class, void* p) {
   *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
   if (cache.arena() == &owner) cache.push(size_class, p);
   else cache.push_foreign(size_class, p);
@@ -144,8 +146,9 @@ template <class ThreadCache, class Arena>
 // caller, deallocate_unusual (a small block of an explicit arena, one freed with checks on or
 // by a thread without a cache, or one whose first word holds the freed mark).
 template <class Config>
-[[gnu::always_inline]] inline void Allocator<Config>::Heap::deallocate_small(Arena& owner, PageEntry e, void* p,
-                                                      const char* call) {
+[[gnu::always_inline]] inline void Allocator<Config>::Heap::deallocate_small(Arena& owner,
+                                                                             PageEntry e, void* p,
+                                                                             const char* call) {
   const unsigned size_class = e.size_class();
   if (!starts_region(p, e, kSizeClasses[size_class])) [[unlikely]]
     report_misuse(call, p, "not the start of a block");
@@ -170,12 +173,13 @@ template <class Config>
 // whose first word holds the freed key among them (which may be a double free), goes through
 // deallocate_unusual.
 template <class Config>
-void Allocator<Config>::Heap::deallocate_foreign(ThreadCache& cache, Arena& owner, void* p, const char* call) {
+void Allocator<Config>::Heap::deallocate_foreign(ThreadCache& cache, Arena& owner, void* p,
+                                                 const char* call) {
   const PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
   auto* first_word = static_cast<std::uintptr_t*>(p);
   if (e.kind() != PageKind::Slab || owner.index() >= automatic_.count() ||
-      options().checks.load(std::memory_order_relaxed) ||
-      *first_word == ThreadCache::freed_key()) [[unlikely]]
+      options().checks.load(std::memory_order_relaxed) || *first_word == ThreadCache::freed_key())
+      [[unlikely]]
     return deallocate_unusual(p, call);
   const unsigned size_class = e.size_class();
   if (!starts_region(p, e, kSizeClasses[size_class])) [[unlikely]]
@@ -184,7 +188,8 @@ void Allocator<Config>::Heap::deallocate_foreign(ThreadCache& cache, Arena& owne
 }
 
 template <class Config>
-typename Allocator<Config>::Heap::Block Allocator<Config>::Heap::locate(const void* p, const char* call) {
+typename Allocator<Config>::Heap::Block Allocator<Config>::Heap::locate(const void* p,
+                                                                        const char* call) {
   ensure_initialized();
   if (is_chunk_aligned(p)) {
     HugeManager* owner = HugeManager::owner_of(p);
@@ -211,7 +216,8 @@ typename Allocator<Config>::Heap::Block Allocator<Config>::Heap::locate(const vo
       return {BlockKind::Small, sc.size, e.size_class(), arena, nullptr};
     }
     case PageKind::Large: {
-      if (!heap_detail::is_aligned(p, kPageSize)) report_misuse(call, p, "not the start of a block");
+      if (!heap_detail::is_aligned(p, kPageSize))
+        report_misuse(call, p, "not the start of a block");
       const PageCount pages = arena->large_pages(p, e);
       if (pages.value() == 0) report_misuse(call, p, "not a live block (already freed?)");
       return {BlockKind::Large, pages.bytes(), 0, arena, nullptr};
@@ -270,7 +276,7 @@ void Allocator<Config>::Heap::deallocate_unusual(void* p, const char* call) {
 
 template <class Config>
 void Allocator<Config>::Heap::deallocate_sized_checked(void* p, std::size_t size, std::size_t align,
-                                    const char* call) {
+                                                       const char* call) {
   ensure_initialized();
   if (p == nullptr) return;
   if (BumpSpace* space = is_chunk_aligned(p) ? nullptr : BumpSpace::owner_of(p)) {
@@ -293,8 +299,8 @@ std::size_t Allocator<Config>::Heap::usable_size_slow(const void* p, const char*
 }
 
 template <class Config>
-void* Allocator<Config>::Heap::reallocate(void* p, std::size_t size, std::size_t align, bool zero, unsigned arena,
-                       const char* call) {
+void* Allocator<Config>::Heap::reallocate(void* p, std::size_t size, std::size_t align, bool zero,
+                                          unsigned arena, const char* call) {
   if (BumpSpace* space = is_chunk_aligned(p) ? nullptr : BumpSpace::owner_of(p))
     return reallocate_bumped(*space, p, size, align, zero, arena, call);
   const Block old = locate(p, call);
@@ -353,8 +359,8 @@ void* Allocator<Config>::Heap::reallocate(void* p, std::size_t size, std::size_t
 // Moves the block by copying it into a new one: in `arena` if named, else in the block's own
 // explicit arena, else in the thread's.
 template <class Config>
-void* Allocator<Config>::Heap::move(void* p, const Block& old, std::size_t size, std::size_t align, bool zero,
-                 unsigned arena, const char* call) {
+void* Allocator<Config>::Heap::move(void* p, const Block& old, std::size_t size, std::size_t align,
+                                    bool zero, unsigned arena, const char* call) {
   if (arena == kNoArena) {
     const unsigned home = old.kind == BlockKind::Huge ? old.huge->arena() : old.arena->index();
     if (home != kNoArena && home >= automatic_.count()) arena = home;
@@ -370,8 +376,8 @@ void* Allocator<Config>::Heap::move(void* p, const Block& old, std::size_t size,
 }
 
 template <class Config>
-std::size_t Allocator<Config>::Heap::resize_in_place(void* p, std::size_t size, std::size_t extra, bool zero,
-                                  const char* call) {
+std::size_t Allocator<Config>::Heap::resize_in_place(void* p, std::size_t size, std::size_t extra,
+                                                     bool zero, const char* call) {
   if (BumpSpace* space = is_chunk_aligned(p) ? nullptr : BumpSpace::owner_of(p))
     return resize_bumped_in_place(*space, p, size, extra, zero, call);
   const Block old = locate(p, call);

@@ -53,8 +53,8 @@ struct PageMapTally {
 // The slab whose first page is page `first` of `chunk`. is_current(slab): it is its bin's
 // current slab.
 template <class IsCurrent>
-const char* check_slab(std::byte* chunk, PageIndex first, IsCurrent is_current,
-                       PageMapTally& tally, std::size_t num_classes) {
+const char* check_slab(std::byte* chunk, PageIndex first, IsCurrent is_current, PageMapTally& tally,
+                       std::size_t num_classes) {
   const PageEntry head = page_entry(chunk, first);
   const auto* slab = static_cast<const Slab*>(head.slab_descriptor());
   if (slab == nullptr) return "a slab page names no descriptor";
@@ -160,8 +160,7 @@ const char* check_published(const HugeExtent* e, const AddressMap& map) {
   if (map.get(e->base + e->reserved - kChunkSize) != mine)
     return "a huge extent's last granule does not name it";
   for (std::size_t at = kChunkSize; at + kChunkSize < e->reserved; at += kChunkSize)
-    if (map.get(e->base + at) != 0)
-      return "an interior granule of a huge extent is tagged";
+    if (map.get(e->base + at) != 0) return "an interior granule of a huge extent is tagged";
   return nullptr;
 }
 
@@ -246,7 +245,8 @@ const char* Allocator<Config>::HugeManager::check_invariants() {
   LockGuard guard(lock_);
   std::size_t live_bytes = 0, live_blocks = 0, live_reserved = 0;
   for (const HugeExtent* e = live_.front(); e != nullptr; e = e->next) {
-    if (const char* problem = invariants::check_extent_shape(e, this, address_map())) return problem;
+    if (const char* problem = invariants::check_extent_shape(e, this, address_map()))
+      return problem;
     if (!e->in_use) return "a free huge extent is on the live list";
     if (e->usable == 0 || e->usable % kPageSize != 0 || e->usable > e->reserved)
       return "a live huge extent's usable size is not whole pages within its extent";
@@ -257,7 +257,8 @@ const char* Allocator<Config>::HugeManager::check_invariants() {
   std::size_t free_reserved = 0;
   std::uint64_t last_freed_at = 0;
   for (const HugeExtent* e = free_.front(); e != nullptr; e = e->next) {
-    if (const char* problem = invariants::check_extent_shape(e, this, address_map())) return problem;
+    if (const char* problem = invariants::check_extent_shape(e, this, address_map()))
+      return problem;
     if (e->in_use || e->usable != 0) return "a live huge extent is on the free list";
     if (e->freed_at_ms < last_freed_at) return "the free huge extents are not ordered by age";
     last_freed_at = e->freed_at_ms;

@@ -15,7 +15,9 @@ namespace huge_detail {
 constexpr std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) & ~(to - 1); }
 
 template <class HugeExtent>
-std::byte* last_granule(const HugeExtent* e) { return e->base + e->reserved - kChunkSize; }
+std::byte* last_granule(const HugeExtent* e) {
+  return e->base + e->reserved - kChunkSize;
+}
 
 }  // namespace huge_detail
 
@@ -48,7 +50,8 @@ void Allocator<Config>::HugeManager::unpublish(HugeExtent* e) {
 }
 
 template <class Config>
-typename Allocator<Config>::HugeExtent* Allocator<Config>::HugeManager::free_neighbour_after(const HugeExtent* e) {
+typename Allocator<Config>::HugeExtent* Allocator<Config>::HugeManager::free_neighbour_after(
+    const HugeExtent* e) {
   std::uintptr_t v = address_map().get(e->base + e->reserved);
   if (AddressMap::tag_of(v) != AddressMap::kHuge) return nullptr;
   auto* n = AddressMap::owner_of<HugeExtent>(v);
@@ -56,7 +59,8 @@ typename Allocator<Config>::HugeExtent* Allocator<Config>::HugeManager::free_nei
 }
 
 template <class Config>
-typename Allocator<Config>::HugeExtent* Allocator<Config>::HugeManager::free_neighbour_before(const HugeExtent* e) {
+typename Allocator<Config>::HugeExtent* Allocator<Config>::HugeManager::free_neighbour_before(
+    const HugeExtent* e) {
   std::uintptr_t v = address_map().get(e->base - kChunkSize);
   if (AddressMap::tag_of(v) != AddressMap::kHuge) return nullptr;
   auto* n = AddressMap::owner_of<HugeExtent>(v);

@@ -2,8 +2,8 @@
 //
 // Classes are 8, then multiples of 16 up to 128, then eight per doubling up to 16 KiB
 // (144, 160, ..., 256, 288, 320, ...), as mimalloc's; up to 2 KiB in a build whose design
-// says so (a Config's kMaxSmallSize, presets.h; SizeClassTable). A request above 128 bytes wastes at
-// most 1/8 of its block (four per doubling, as jemalloc's, lose up to a quarter: a program's
+// says so (a Config's kMaxSmallSize, presets.h; SizeClassTable). A request above 128 bytes wastes
+// at most 1/8 of its block (four per doubling, as jemalloc's, lose up to a quarter: a program's
 // most common object of 392 bytes takes 448 there, 416 here); below, waste is under the
 // 16-byte alignment granule. Every request above the largest class is a run of whole pages
 // (at most 20% waste, at 16 KiB + 1).
@@ -97,8 +97,7 @@ constexpr auto make_fine_lookup(const Classes& classes) {
 template <std::size_t kMax, class Classes>
 constexpr auto make_coarse_lookup(const Classes& classes) {
   std::array<std::uint8_t, kMax / 128 + 1> t{};
-  for (std::size_t i = 0; i < t.size(); ++i)
-    t[i] = class_for_slow(classes, i == 0 ? 1 : i * 128);
+  for (std::size_t i = 0; i < t.size(); ++i) t[i] = class_for_slow(classes, i == 0 ? 1 : i * 128);
   return t;
 }
 

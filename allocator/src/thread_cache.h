@@ -239,15 +239,15 @@ class Allocator<Config>::ThreadCache {
   Arena* arena_ = nullptr;
   ThreadCache* prev_ = nullptr;  // the list of live caches
   ThreadCache* next_ = nullptr;
-  std::size_t grown_bytes_ = 0;  // sum over classes of (limit - initial_limit) * size
+  std::size_t grown_bytes_ = 0;   // sum over classes of (limit - initial_limit) * size
   std::size_t packed_taken_ = 0;  // slots of packed_growths_ taken
   std::uint32_t ticks_left_ = kDecayTickCalls;
-  std::atomic<std::size_t> moved_{0};   // written by the owner only (count_move)
+  std::atomic<std::size_t> moved_{0};  // written by the owner only (count_move)
   std::atomic<std::size_t> copied_{0};
   Bin bins_[kNumClasses];
   void* initial_slots_[kCacheInitialOffsets[kNumClasses]];  // initial_limit(c) per class
-  void* packed_growths_[kCachePackedGrowthSlots];            // taken in turn by small growths
-  void* grown_slots_[kCacheSlotOffsets[kNumClasses]];        // capacity(c) per class
+  void* packed_growths_[kCachePackedGrowthSlots];           // taken in turn by small growths
+  void* grown_slots_[kCacheSlotOffsets[kNumClasses]];       // capacity(c) per class
 };
 
 // The build's.

@@ -22,7 +22,7 @@ template <class ThreadCache>
 struct CacheRegistry {
   Lock lock;
   MetaPool<ThreadCache> pool;
-  ThreadCache* live = nullptr;           // head of the list of live caches
+  ThreadCache* live = nullptr;          // head of the list of live caches
   typename ThreadCache::Moves retired;  // the moves counted by caches whose threads are gone
   pthread_key_t key{};
   std::atomic<bool> key_ready{false};
@@ -49,7 +49,8 @@ typename Allocator<Config>::ThreadCache* Allocator<Config>::ThreadCache::create(
       if (pthread_key_create(&g_cache_registry<Config>.key, &ThreadCache::on_thread_exit) == 0)
         g_cache_registry<Config>.key_ready.store(true, std::memory_order_release);
     }
-    if (g_cache_registry<Config>.key_ready.load(std::memory_order_relaxed)) cache = g_cache_registry<Config>.pool.acquire();
+    if (g_cache_registry<Config>.key_ready.load(std::memory_order_relaxed))
+      cache = g_cache_registry<Config>.pool.acquire();
     if (cache != nullptr) {
       cache->next_ = g_cache_registry<Config>.live;
       if (g_cache_registry<Config>.live != nullptr) g_cache_registry<Config>.live->prev_ = cache;
@@ -112,10 +113,14 @@ std::size_t Allocator<Config>::ThreadCache::bytes_cached_by_all() {
 }
 
 template <class Config>
-void Allocator<Config>::ThreadCache::lock_for_fork() { g_cache_registry<Config>.lock.lock(); }
+void Allocator<Config>::ThreadCache::lock_for_fork() {
+  g_cache_registry<Config>.lock.lock();
+}
 
 template <class Config>
-void Allocator<Config>::ThreadCache::unlock_after_fork_in_parent() { g_cache_registry<Config>.lock.unlock(); }
+void Allocator<Config>::ThreadCache::unlock_after_fork_in_parent() {
+  g_cache_registry<Config>.lock.unlock();
+}
 
 // Requires: the registry's lock held (by lock_for_fork, before the fork).
 template <class Config>
@@ -211,7 +216,8 @@ std::uint32_t Allocator<Config>::ThreadCache::flush(unsigned size_class, unsigne
 // Each run of regions of one arena goes back in one batch: to this cache's arena under its
 // lock, to any other through its inbox, without its lock.
 template <class Config>
-void Allocator<Config>::ThreadCache::return_to_owners(Arena* mine, void* const* regions, unsigned n) {
+void Allocator<Config>::ThreadCache::return_to_owners(Arena* mine, void* const* regions,
+                                                      unsigned n) {
   auto owner_of = [](const void* p) {
     return AddressMap::owner_of<Arena>(address_map().get(chunk_base_of(p)));
   };
