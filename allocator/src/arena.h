@@ -203,11 +203,11 @@ class Allocator<Config>::Arena {
   // The run manager's invariants: nullptr, or what is broken.
   const char* check_invariants();
   // The page maps of the arena's chunks against its slabs, bins, stashes and counts
-  // (heap_invariants.cpp): nullptr, or what is broken.
+  // (heap_invariants_impl.h): nullptr, or what is broken.
   const char* check_blocks();
 
   // fork(): the lock is taken before and released after, in the parent and in the child, so
-  // that the child never inherits it half-held (fork.cpp).
+  // that the child never inherits it half-held (fork_impl.h).
   void lock_for_fork() { lock_.lock(); }
   void unlock_after_fork() { lock_.unlock(); }
   // What the run manager has done so far (counters.h; all zero unless built with counting).

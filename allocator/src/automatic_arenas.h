@@ -128,14 +128,14 @@ class Allocator<Config>::AutomaticArenas {
     return nullptr;
   }
   // fork(), in the child: only the forking thread lives on. (A thread's exit counts down
-  // its arena's threads when its cache is torn down, thread_cache.cpp; a thread that never
+  // its arena's threads when its cache is torn down, thread_cache_impl.h; a thread that never
   // made a cache stays counted: its arena only looks busier.)
   void reset_thread_counts_in_child();
 
   // Bytes of the arenas' records mapped so far (metadata, for the statistics).
   std::size_t record_bytes() const;
 
-  // fork(): the mapping lock, then every arena's lock, in index order (fork.cpp).
+  // fork(): the mapping lock, then every arena's lock, in index order (fork_impl.h).
   void lock_for_fork();
   void unlock_after_fork();
 

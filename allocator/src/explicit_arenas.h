@@ -87,7 +87,7 @@ class Allocator<Config>::ExplicitArenas {
   // Bytes of the records themselves (metadata, for the statistics).
   static std::size_t record_bytes();
 
-  // fork(): this registry's lock, then every arena's locks (fork.cpp).
+  // fork(): this registry's lock, then every arena's locks (fork_impl.h).
   void lock_for_fork();
   void unlock_after_fork();
 

@@ -77,7 +77,7 @@ class Allocator<Config>::Heap {
   // The run managers' counters summed over every arena (counters.h: zero unless counting).
   RunCounterValues run_counters();
   // Every automatic and explicit arena and huge manager, each under its lock
-  // (heap_invariants.cpp): nullptr, or what is broken.
+  // (heap_invariants_impl.h): nullptr, or what is broken.
   const char* check_invariants();
 
   // How many automatic arenas threads are spread over (automatic_arenas.h).
@@ -109,7 +109,7 @@ class Allocator<Config>::Heap {
   }
 
   // fork(): every lock of the heap, taken in one fixed order before the fork and released
-  // after it (fork.cpp).
+  // after it (fork_impl.h).
   void lock_for_fork();
   void unlock_after_fork_in_parent();
   void reset_after_fork_in_child();

@@ -1,6 +1,6 @@
 // The heap-wide invariant check, for tests and the fuzz harness (not part of the pm_ API):
 // every arena's run manager and page maps, every huge manager, every explicit arena, each
-// under its lock (heap_invariants.cpp says what is checked).
+// under its lock (heap_invariants_impl.h says what is checked).
 #pragma once
 
 namespace pagemalloc {

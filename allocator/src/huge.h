@@ -112,11 +112,11 @@ class Allocator<Config>::HugeManager {
   // more (chunk_pal.h). Returns the bytes unmapped.
   std::size_t give_back(std::size_t bytes);
   HugeStats stats();
-  // The live and free lists against the address map and the counts (heap_invariants.cpp):
+  // The live and free lists against the address map and the counts (heap_invariants_impl.h):
   // nullptr, or what is broken.
   const char* check_invariants();
 
-  // fork(): as Arena's (fork.cpp).
+  // fork(): as Arena's (fork_impl.h).
   void lock_for_fork() { lock_.lock(); }
   void unlock_after_fork() { lock_.unlock(); }
 
