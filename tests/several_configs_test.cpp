@@ -8,6 +8,10 @@
 #include <pagemalloc/pagemalloc.h>
 
 #include <cstddef>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdint>
 #include <thread>
 
@@ -131,6 +135,42 @@ TEST(SeveralConfigs, EachHeapFollowsItsOwnConfig) {
   EXPECT_EQ(plain_arena.validated_frees(), 0u);
   EXPECT_EQ(CachedTrees::heap().check_invariants(), nullptr);
   EXPECT_EQ(Uncached::heap().check_invariants(), nullptr);
+}
+
+// Each initialised heap registers its own fork handlers: a process whose threads keep
+// allocating from two heaps forks, and the child allocates and frees in both, and in the
+// build's, without waiting for a lock a vanished thread held.
+TEST(SeveralConfigs, AChildOfABusyProcessUsesEveryHeap) {
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      Uncached::free(Uncached::malloc(100 << 10));
+      CachedTrees::free(CachedTrees::malloc(48));
+      pm_free(pm_malloc(64));
+    }
+  });
+  for (int i = 0; i < 20; ++i) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      void* a = Uncached::malloc(100);
+      void* b = CachedTrees::malloc(200 << 10);
+      void* c = pm_malloc(300);
+      const bool ok = a != nullptr && b != nullptr && c != nullptr &&
+                      Uncached::heap().check_invariants() == nullptr &&
+                      CachedTrees::heap().check_invariants() == nullptr;
+      Uncached::free(a);
+      CachedTrees::free(b);
+      pm_free(c);
+      _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << "fork " << i;
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "fork " << i;
+  }
+  stop.store(true);
+  busy.join();
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // ChunkTree: an arena's chunks in a red-black tree ordered by address, searched for every
-// pointer freed in a design that validates frees (BuildConfig::kValidateFree). On OS X in 2008,
+// pointer freed in a design that validates frees (a Config's kValidateFree). On OS X in 2008,
 // libSystem's free() asked each malloc zone's size() which zone a pointer was from, and
 // jemalloc's zone answered with isalloc_validate(): a search of the arena's chunk tree (and,
 // for a large block, of the allocated runs), then the free itself. pagemalloc finds a

@@ -18,6 +18,7 @@ class Allocator<Config>::Fork {
 
  private:
   static void prepare();
+  // Whether the after-fork handler running now closes the prepare handler that took the locks.
   static bool closes_the_locking_prepare() { return t_depth_ == 1 && t_took_locks_; }
   static void leave();
   static void in_parent();

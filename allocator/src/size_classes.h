@@ -150,9 +150,6 @@ inline constexpr const auto& kSizeClasses = BuildSizeClasses::kClasses;
 inline constexpr std::size_t kNumClasses = BuildSizeClasses::kCount;
 constexpr unsigned size_class_of(std::size_t size) { return BuildSizeClasses::class_of(size); }
 static_assert(size_class_of(0) == size_class_of(1));
-constexpr unsigned size_class_aligned(std::size_t size, std::size_t align) {
-  return BuildSizeClasses::class_aligned(size, align);
-}
 
 constexpr std::uint32_t region_index(const SizeClass& sc, std::size_t offset) {
   return std::uint32_t((offset * sc.magic) >> 32);
