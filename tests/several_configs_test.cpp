@@ -141,6 +141,12 @@ TEST(SeveralConfigs, EachHeapFollowsItsOwnConfig) {
 // allocating from two heaps forks, and the child allocates and frees in both, and in the
 // build's, without waiting for a lock a vanished thread held.
 TEST(SeveralConfigs, AChildOfABusyProcessUsesEveryHeap) {
+  // Every heap initialised first: a fork while another thread is initialising a heap leaves
+  // the child waiting for an initialisation that never ends (a limit of the heaps' start,
+  // not of their fork handlers).
+  Uncached::free(Uncached::malloc(1));
+  CachedTrees::free(CachedTrees::malloc(1));
+  pm_free(pm_malloc(1));
   std::atomic<bool> stop{false};
   std::thread busy([&] {
     while (!stop.load(std::memory_order_relaxed)) {
