@@ -7,9 +7,11 @@
 
 #include <pagemalloc/pagemalloc.h>
 
-#include <cstddef>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cstddef>
 
 #include <atomic>
 #include <cstdint>
@@ -141,9 +143,8 @@ TEST(SeveralConfigs, EachHeapFollowsItsOwnConfig) {
 // allocating from two heaps forks, and the child allocates and frees in both, and in the
 // build's, without waiting for a lock a vanished thread held.
 TEST(SeveralConfigs, AChildOfABusyProcessUsesEveryHeap) {
-  // Every heap initialised first: a fork while another thread is initialising a heap leaves
-  // the child waiting for an initialisation that never ends (a limit of the heaps' start,
-  // not of their fork handlers).
+  // Every heap initialised first: a heap whose fork handlers are installed while a fork runs
+  // the other heaps' prepare handlers misses that fork (the next test).
   Uncached::free(Uncached::malloc(1));
   CachedTrees::free(CachedTrees::malloc(1));
   pm_free(pm_malloc(1));
@@ -177,6 +178,85 @@ TEST(SeveralConfigs, AChildOfABusyProcessUsesEveryHeap) {
   }
   stop.store(true);
   busy.join();
+}
+
+// Used by the next test only, so that its heap is still uninitialised in every process the
+// test forks.
+struct LateStartConfig : UncachedConfig {};
+using LateStart = PmApi<LateStartConfig>;
+
+// Waits up to `seconds` for the child; kills it and returns false if it has not exited with 0
+// by then.
+bool child_succeeds(pid_t child, int seconds) {
+  int status = 0;
+  for (int ms = 0; ms < seconds * 1000; ++ms) {
+    if (waitpid(child, &status, WNOHANG) == child)
+      return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    usleep(1000);
+  }
+  kill(child, SIGKILL);
+  waitpid(child, &status, 0);
+  return false;
+}
+
+// In a process whose LateStart heap is uninitialised: one thread makes the heap's first call
+// while the other forks over and over, so that forks land all through the initialisation;
+// every child allocates and frees. Returns whether every child did, in time.
+bool fork_while_another_thread_initialises() {
+  std::atomic<bool> started{false}, initialised{false};
+  std::thread first([&] {
+    started.store(true);
+    LateStart::free(LateStart::malloc(64));
+    initialised.store(true);
+  });
+  while (!started.load()) {
+  }
+  bool ok = true;
+  do {
+    const pid_t child = fork();
+    if (child < 0) {
+      ok = false;
+      break;
+    }
+    if (child == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // a hung child goes with its killed parent
+      void* p = LateStart::malloc(100);
+      void* q = LateStart::malloc(200 << 10);
+      const bool heap_ok =
+          p != nullptr && q != nullptr && LateStart::heap().check_invariants() == nullptr;
+      LateStart::free(p);
+      LateStart::free(q);
+      _exit(heap_ok ? 0 : 1);
+    }
+    ok = child_succeeds(child, 10);
+  } while (ok && !initialised.load());
+  first.join();
+  return ok;
+}
+
+// A fork while another thread initialises a heap: the child's first call finishes the
+// initialisation (starts it over when the fork came before the heap's fork handlers were
+// installed) instead of waiting for a thread the child does not have. Each of kProcesses
+// processes starts with the heap uninitialised.
+//
+// In a process of its own (a threadsafe death test starts the binary afresh), where no other
+// heap has fork handlers: glibc runs each prepare handler without its lock of the handlers'
+// list, and a handler registered meanwhile is skipped for that fork, child handler included.
+// So a heap that finishes its initialisation while another handler of the same fork runs may
+// have its lock taken, then copied held into the child. That window is left open.
+TEST(SeveralConfigsDeathTest, AForkDuringAHeapsInitialisationLeavesTheChildAHeap) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto scenarios = [] {
+    constexpr int kProcesses = 40;
+    for (int i = 0; i < kProcesses; ++i) {
+      const pid_t process = fork();
+      if (process < 0) _exit(3);
+      if (process == 0) _exit(fork_while_another_thread_initialises() ? 0 : 1);
+      if (!child_succeeds(process, 30)) _exit(1);
+    }
+    _exit(0);
+  };
+  EXPECT_EXIT(scenarios(), testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

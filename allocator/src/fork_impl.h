@@ -70,6 +70,7 @@ void Allocator<Config>::Fork::in_parent() {
 
 template <class Config>
 void Allocator<Config>::Fork::in_child() {
+  heap().finish_initialization_in_child();
   if (closes_the_locking_prepare()) {
     heap().reset_after_fork_in_child();
     _IO_list_resetlock();  // the child's only thread: the list is free (as glibc resets it)

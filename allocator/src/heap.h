@@ -113,9 +113,18 @@ class Allocator<Config>::Heap {
   void lock_for_fork();
   void unlock_after_fork_in_parent();
   void reset_after_fork_in_child();
+  // fork(), in every child: a fork after the heap's fork handlers were installed, and before
+  // initialize() marked the heap initialized, leaves only that mark to make.
+  void finish_initialization_in_child() {
+    if (init_state_.load(std::memory_order_relaxed) != kInitialized)
+      init_state_.store(kInitialized, std::memory_order_release);
+  }
 
  private:
-  static constexpr int kUninitialized = 0, kInitializing = 1, kInitialized = 2;
+  // init_state_: kUninitialized, kInitialized, or the process ID of the process one of whose
+  // threads is initializing the heap. A process that finds another's ID there was forked
+  // while its parent initialized, and has no thread that will finish.
+  static constexpr int kUninitialized = 0, kInitialized = -1;
   void initialize();
 
   struct Block {

@@ -6,6 +6,7 @@
 #include "heap.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -36,14 +37,26 @@ inline bool is_aligned(const void* p, std::size_t align) {
 template <class Config>
 void Allocator<Config>::Heap::initialize() {
   // A call made by the initialization itself (pthread_atfork may allocate) goes ahead on
-  // the defaults; any other thread waits for the first one to finish.
+  // the defaults; any other thread of this process waits for the first one to finish.
   static constinit thread_local bool t_initializing = false;
   if (t_initializing) return;
-  int expected = kUninitialized;
-  if (!init_state_.compare_exchange_strong(expected, kInitializing, std::memory_order_acq_rel)) {
-    while (init_state_.load(std::memory_order_acquire) != kInitialized) sched_yield();
-    return;
+  const int process = ::getpid();
+  int state = init_state_.load(std::memory_order_acquire);
+  for (;;) {
+    if (state == kInitialized) return;
+    if (state == process) {  // another thread of this process initializes
+      sched_yield();
+      state = init_state_.load(std::memory_order_acquire);
+      continue;
+    }
+    // Uninitialized, or another process's initialization that a fork cut short: this child
+    // has no thread to finish it, so it starts over. That is safe because the fork came
+    // before the heap's fork handlers were installed (after, the child's handler marks the
+    // heap initialized), and nothing before them takes a lock or hands out a block: the
+    // parts constructed so far are constructed again, and PAGEMALLOC_CONF read again.
+    if (init_state_.compare_exchange_weak(state, process, std::memory_order_acq_rel)) break;
   }
+  if (state != kUninitialized) g_conf_loaded.store(false, std::memory_order_relaxed);
   t_initializing = true;
   huge_.construct(kNoArena, typename HugeManager::Neighbours{&purge_automatic_arenas, this});
   automatic_.start(&huge());  // one arena until configure(): allocations made meanwhile use it
