@@ -90,7 +90,7 @@ std::size_t pagemalloc::format_stats(char* buffer, std::size_t capacity, bool js
                       "  copied          {:>16} bytes copied by reallocation\n"
                       "  grown in place  {:>16} reallocations\n"
                       "  moved           {:>16} reallocations\n"
-                      "  purged          {:>16} bytes returned to the OS by the decay\n",
+                      "  purged          {:>16} bytes returned to the OS, since start\n",
                       runs, s.allocated, s.active, s.mapped, s.dirty, s.retained, s.copied,
                       s.grown_in_place, s.moved, s.purged);
   std::size_t used = std::min(r.size, capacity);

@@ -157,7 +157,9 @@ typedef struct pm_stats {
   size_t copied;         /* bytes copied by reallocation, since start */
   size_t grown_in_place; /* reallocations that grew a block without moving it */
   size_t moved;          /* reallocations that moved a block (by copy or by remapping) */
-  size_t purged;         /* bytes returned to the OS by the decay, since start */
+  size_t purged;         /* bytes of free pages returned to the OS since start: by the decay,
+                          * by pm_purge, and to make room where other memory became resident
+                          * (an arena's neighbours, the huge blocks' cache) */
 } pm_stats;
 
 /* Fills *out with a consistent snapshot of the statistics. */
