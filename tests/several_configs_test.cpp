@@ -11,9 +11,9 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <cstddef>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <thread>
 
