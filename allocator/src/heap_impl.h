@@ -52,8 +52,9 @@ void Allocator<Config>::Heap::initialize() {
     // Uninitialized, or another process's initialization that a fork cut short: this child
     // has no thread to finish it, so it starts over. That is safe because the fork came
     // before the heap's fork handlers were installed (after, the child's handler marks the
-    // heap initialized), and nothing before them takes a lock or hands out a block: the
-    // parts constructed so far are constructed again, and PAGEMALLOC_CONF read again.
+    // heap initialized, unless glibc skipped it for this fork: docs/architecture.md), and
+    // nothing before them takes a lock or hands out a block: the parts constructed so far
+    // are constructed again, and PAGEMALLOC_CONF read again.
     if (init_state_.compare_exchange_weak(state, process, std::memory_order_acq_rel)) break;
   }
   if (state != kUninitialized) g_conf_loaded.store(false, std::memory_order_relaxed);
