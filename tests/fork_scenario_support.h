@@ -1,6 +1,7 @@
-// Helpers of the fork scenario tests (stress_fork_scenarios_test.cpp, fork_signal_test.cpp):
-// a scenario run in a child with a time limit, an allocation that takes an arena's lock, a fork
-// whose child allocates, and a timer whose signal handler forks.
+// Helpers of the fork scenario tests (stress_fork_scenarios_test.cpp, fork_signal_test.cpp,
+// several_configs_test.cpp): a child waited for with a time limit, a scenario run in such a
+// child, an allocation that takes an arena's lock, a fork whose child allocates, and a timer
+// whose signal handler forks.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -22,6 +23,19 @@ constexpr int kScenarioSeconds = 60;
 // A block above the small sizes: allocating it takes the thread's arena's lock.
 constexpr std::size_t kLockingSize = 64 * 1024;
 
+// Waits up to `seconds` for the child to exit, polling every millisecond. Returns waitpid's
+// result (the child, or -1), with its status in *status; 0 when the child had not exited by
+// then, and was killed and reaped.
+inline pid_t wait_in_time(pid_t pid, int seconds, int* status) {
+  for (int ms = 0; ms < seconds * 1000; ++ms) {
+    if (const pid_t waited = ::waitpid(pid, status, WNOHANG); waited != 0) return waited;
+    ::usleep(1000);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, status, 0);
+  return 0;
+}
+
 // Runs scenario() in a child; the child's exit code is the scenario's result. A child that has
 // not finished after kScenarioSeconds is killed, and the test fails (the parent keeps the time:
 // under ThreadSanitizer a signal to a thread blocked in a system call waits until it returns).
@@ -36,17 +50,8 @@ inline void run_in_child(Scenario scenario) {
     ::_exit(scenario());
   }
   int status = 0;
-  pid_t waited = 0;
-  for (int tenths = 0; tenths < kScenarioSeconds * 10; ++tenths) {
-    waited = ::waitpid(pid, &status, WNOHANG);
-    if (waited != 0) break;
-    ::usleep(100'000);
-  }
-  if (waited == 0) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    FAIL() << "the scenario hung: killed after " << kScenarioSeconds << " s";
-  }
+  const pid_t waited = wait_in_time(pid, kScenarioSeconds, &status);
+  if (waited == 0) FAIL() << "the scenario hung: killed after " << kScenarioSeconds << " s";
   ASSERT_EQ(waited, pid);
   if (WIFSIGNALED(status)) FAIL() << "the scenario died of signal " << WTERMSIG(status);
   EXPECT_TRUE(WIFEXITED(status));

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "allocator_impl.h"
+#include "fork_scenario_support.h"
 #include "pm_api.h"
 
 namespace pagemalloc {
@@ -185,18 +186,11 @@ TEST(SeveralConfigs, AChildOfABusyProcessUsesEveryHeap) {
 struct LateStartConfig : UncachedConfig {};
 using LateStart = PmApi<LateStartConfig>;
 
-// Waits up to `seconds` for the child; kills it and returns false if it has not exited with 0
-// by then.
+// Whether the child exits with 0 within `seconds` (else it is killed).
 bool child_succeeds(pid_t child, int seconds) {
   int status = 0;
-  for (int ms = 0; ms < seconds * 1000; ++ms) {
-    if (waitpid(child, &status, WNOHANG) == child)
-      return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    usleep(1000);
-  }
-  kill(child, SIGKILL);
-  waitpid(child, &status, 0);
-  return false;
+  return fork_scenarios::wait_in_time(child, seconds, &status) == child && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
 }
 
 // In a process whose LateStart heap is uninitialised: one thread makes the heap's first call

@@ -116,8 +116,7 @@ class Allocator<Config>::Heap {
   // fork(), in every child: a fork after the heap's fork handlers were installed, and before
   // initialize() marked the heap initialized, leaves only that mark to make.
   void finish_initialization_in_child() {
-    if (init_state_.load(std::memory_order_relaxed) != kInitialized)
-      init_state_.store(kInitialized, std::memory_order_release);
+    init_state_.store(kInitialized, std::memory_order_release);
   }
 
  private:
