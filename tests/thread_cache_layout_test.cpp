@@ -1,6 +1,7 @@
 // Where a thread cache keeps its stacks (thread_cache.h): every class's first stack in one
 // packed area, so that a thread using many classes touches few pages of its record; a stack
 // that grows a little moves to a second packed area, one that grows more to room of its own.
+// And the order it hands a refill out in: ascending addresses, as the slab holds them.
 #include <gtest/gtest.h>
 
 #include <pagemalloc/pagemalloc.h>
@@ -30,6 +31,29 @@ std::size_t resident_pages(const void* begin, std::size_t bytes) {
   std::size_t n = 0;
   for (unsigned char p : present) n += p & 1;
   return n;
+}
+
+// A new thread's consecutive blocks of one class lie at ascending addresses, each right after
+// the one before: what a program makes together stays together, in the order it was made
+// (python ran 9-10 % faster than when a refill came out highest address first). Also in a
+// design without thread caches, where the slab hands them out itself.
+TEST(ThreadCacheLayout, ConsecutiveBlocksOfAClassLieAtAscendingAddresses) {
+  constexpr std::size_t kSize = 1280;  // a class nothing else in this process uses
+  constexpr unsigned kBlocks = 8;      // within a first refill of the class (half of 25)
+  const std::size_t step = pm_nallocx(kSize, 0);
+  std::vector<std::uintptr_t> addresses;
+  std::thread thread([&] {
+    std::vector<void*> blocks;
+    for (unsigned i = 0; i < kBlocks; ++i) blocks.push_back(pm_malloc(kSize));
+    for (void* p : blocks) addresses.push_back(reinterpret_cast<std::uintptr_t>(p));
+    // Last first: regions freed come back last freed first (a stack, and the arena's stash
+    // when the thread exits), so a repeat of this test in the process gets the same order.
+    for (auto p = blocks.rbegin(); p != blocks.rend(); ++p) pm_free(*p);
+  });
+  thread.join();
+  ASSERT_EQ(addresses.size(), kBlocks);
+  for (unsigned i = 1; i < kBlocks; ++i)
+    EXPECT_EQ(addresses[i], addresses[i - 1] + step) << "block " << i << " of " << kBlocks;
 }
 
 // A new thread that allocates and frees a block of each of 40 classes touches the pages of its
@@ -79,7 +103,9 @@ TEST(ThreadCacheLayout, AGrowingStackMovesToPackedRoomThenToItsOwn) {
     }
     std::sort(blocks.begin(), blocks.end());
     EXPECT_EQ(std::adjacent_find(blocks.begin(), blocks.end()), blocks.end());
-    for (void* p : blocks) pm_free(p);
+    // Last first: regions freed come back last freed first (a stack, and the arena's stash
+    // when the thread exits), so a repeat of this test in the process gets the same order.
+    for (auto p = blocks.rbegin(); p != blocks.rend(); ++p) pm_free(*p);
   });
   thread.join();
 }

@@ -128,7 +128,9 @@ class Allocator<Config>::Arena {
   void* alloc_small(unsigned size_class);
   // Requires: slab's entry was read for p. Aborts on misuse.
   void free_small(Slab* slab, void* p, const char* call);
-  // Up to n regions of one class into out (a thread cache's refill); returns how many.
+  // Up to n regions of one class into out (a thread cache's refill); returns how many. Those
+  // cut from slabs come last, highest address first, so that a stack popped from its top hands
+  // them out in ascending order.
   unsigned alloc_batch(unsigned size_class, void** out, unsigned n);
   // Frees n small regions (a thread cache's flush) under one lock.
   void free_batch(void* const* regions, unsigned n, const char* call);

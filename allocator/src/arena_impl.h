@@ -55,6 +55,7 @@ unsigned Allocator<Config>::Arena::alloc_batch_locked(unsigned size_class, void*
   bin.stashed -= from_stash;
   std::memcpy(out + taken, stash_of(size_class) + bin.stashed, from_stash * sizeof(void*));
   taken += from_stash;
+  const unsigned from_slabs = taken;
   while (taken < n) {
     Slab* slab = bin.current;
     if (slab == nullptr || slab->free_count == 0) {
@@ -63,6 +64,11 @@ unsigned Allocator<Config>::Arena::alloc_batch_locked(unsigned size_class, void*
     }
     taken += slab->take_many(out + taken, n - taken);
   }
+  // A slab gives its regions lowest address first, and a cache pops from the top of its
+  // stack: reversed, a run of allocations gets consecutive regions at ascending addresses.
+  // What a program allocates together then lies together in the order it was made, which the
+  // hardware's prefetchers follow (python 9-10 % faster, docs/measurements.md).
+  std::reverse(out + from_slabs, out + taken);
   allocated_ += std::size_t(taken) * kSizeClasses[size_class].size;
   blocks_ += taken;
   return taken;

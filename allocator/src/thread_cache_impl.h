@@ -5,7 +5,6 @@
 
 #include <pthread.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -162,11 +161,6 @@ void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
   const unsigned batch = bin.limit / 2 < kMaxRefill ? bin.limit / 2 : kMaxRefill;
   std::uint32_t count = arena_->alloc_batch(size_class, bin.slots, batch);
   if (count == 0) return nullptr;
-  // A slab gives its regions lowest address first; the stack pops from its top. Reversed, a
-  // run of allocations gets ascending addresses, as consecutive regions: what a program
-  // allocates together lies together in the order it was made (python's objects, perl's
-  // strings), and the hardware's prefetchers follow it.
-  std::reverse(bin.slots, bin.slots + count);
   bin.refilled = true;
   void* p = bin.slots[--count];
   bin.count.store(count, std::memory_order_relaxed);
