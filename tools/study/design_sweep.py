@@ -27,6 +27,10 @@ trees' cost at each step on the programs that reach the run manager most (SWEEP_
 predictions use the per-call cost from the replay of the 2008 traces (rbtree_allocated at the
 first two steps, rbtree after them), since a trace of each step would add nothing but time.
 
+Last, benchmarks/whole_designs_bench runs today's design and 2008's with each run manager as
+three heaps in one process (the release tree's binary), on two small workloads of its own, with
+its repetitions interleaved at random: the same comparison without the noise between processes.
+
 The libraries are built under build/sweep/<name> (the library target only, Release). Writes
 papers/tree-overhead/results-2008.md (tables), sweep.png and prediction.png (figures) and
 summary-2008.json; raw results in results/tree_overhead_2008/.
@@ -193,6 +197,47 @@ def replay_costs(libraries, quick, seed):
     return {key: cell["ns_per_op"] for key, cell in replay_table(out, "pooled").items()}
 
 
+# whole_designs_bench's heaps, in the order the report shows them.
+WHOLE_DESIGNS = [("Trees2008", "2008, trees"), ("Pagemap2008", "2008, page map"),
+                 ("Today", "today's design")]
+WHOLE_WORKLOADS = [("GcChurn", "GC arenas beside small objects, one wave"),
+                   ("SmallObjects", "1,600 small blocks")]
+
+
+def whole_designs(quick):
+    """{"<workload>/<design>": median µs per iteration} from whole_designs_bench."""
+    out = RAW / "whole_designs.json"
+    repetitions = 1 if quick else 10
+    log(f"tree-overhead-2008: whole designs in one process, {repetitions} repetitions")
+    run([ROOT / "build" / "release" / "benchmarks" / "whole_designs_bench",
+         f"--benchmark_repetitions={repetitions}", "--benchmark_enable_random_interleaving=true",
+         f"--benchmark_out={out}", "--benchmark_out_format=json"], quiet=True)
+    times = {}
+    for b in read_json(out)["benchmarks"]:
+        if b.get("error_occurred") or b.get("aggregate_name", "median") != "median":
+            continue
+        if repetitions > 1 and b.get("run_type") != "aggregate":
+            continue
+        scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3}[b.get("time_unit", "ns")]
+        times[b["run_name"]] = b["real_time"] * scale
+    return times
+
+
+def whole_designs_section(times):
+    """The table of whole_designs_bench's medians, and {workload: trees / page map}."""
+    rows, ratios = [], {}
+    for workload, title in WHOLE_WORKLOADS:
+        cell = {design: times.get(f"{workload}/{design}") for design, _ in WHOLE_DESIGNS}
+        trees, pagemap = cell["Trees2008"], cell["Pagemap2008"]
+        ratios[workload] = ratio(trees, pagemap)
+        micros = {d: "—" if cell[d] is None else f"{cell[d]:.1f} µs" for d in cell}
+        rows.append([title, micros["Trees2008"], micros["Pagemap2008"],
+                     fmt_ratio(ratios[workload]), micros["Today"]])
+    table = markdown_table(["workload", *[t for _, t in WHOLE_DESIGNS[:2]], "trees / page map",
+                            WHOLE_DESIGNS[2][1]], rows)
+    return table, ratios
+
+
 def measure(quick, rounds, seed):
     RAW.mkdir(parents=True, exist_ok=True)
     libraries = build_libraries()
@@ -210,6 +255,7 @@ def measure(quick, rounds, seed):
                        for (lib, prog), cell in count_calls(libraries, quick, seed).items()},
             "replay": {f"{prog}/{variant}": ns
                        for (prog, variant), ns in replay_costs(libraries, quick, seed).items()},
+            "whole_designs": whole_designs(quick),
             "rounds": rounds}
     write_json(RAW / "measured.json", data)
     return data
@@ -396,11 +442,19 @@ def report(info, data):
         "rbtree_allocated at steps 0 and 1, rbtree after them) and the trees build's run-manager calls.",
         "", sweep_table, "",
     ]
+    whole_table, whole = whole_designs_section(data.get("whole_designs", {}))
+    parts += [
+        "## Whole designs in one process", "",
+        "`benchmarks/whole_designs_bench`: today's design and 2008's with each run manager "
+        "(the build's chunk size) as three heaps in one process, median time per iteration "
+        "over its repetitions, interleaved at random.", "",
+        whole_table, "",
+    ]
     if problems:
         parts += ["Problems:", ""] + [f"- {p}" for p in problems] + [""]
     (PAPER / "results-2008.md").write_text("\n".join(parts))
     write_json(PAPER / "summary-2008.json", {"machine": info, "presets": presets, "sweep": sweep,
-                                              "problems": problems})
+                                              "whole_designs": whole, "problems": problems})
     means = presets["means"]
     lines = ["tree overhead under 2008's design (papers/tree-overhead/results-2008.md):"]
     for label in ["eight programs", "all eleven"]:
@@ -413,5 +467,7 @@ def report(info, data):
                  f"{fmt_ratio(gc['predicted_ratio'])}")
     lines.append("  sweep, measured geometric mean per step: " + ", ".join(
         f"{s['step']} {fmt_ratio(s['measured_geomean'])}" for s in sweep))
+    lines.append("  whole designs in one process, trees / page map: " + ", ".join(
+        f"{title} {fmt_ratio(whole[w])}" for w, title in WHOLE_WORKLOADS))
     lines += [f"  PROBLEM: {p}" for p in problems]
     return lines

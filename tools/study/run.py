@@ -12,8 +12,9 @@ Parts (all by default, in this order):
   tree-overhead-2008  the same question under 2008's design: the allocator built as
                   je2008-trees, je2008-fixed and je2008-pagemap on the JS engines, the GC-arena
                   churn and the real programs (calls, time, peak RSS, the prediction from a
-                  replay of their calls), and the sweep that switches one design choice per
-                  step towards today's (papers/tree-overhead/results-2008.md)
+                  replay of their calls), the sweep that switches one design choice per
+                  step towards today's, and today's and 2008's designs as three heaps in one
+                  process (whole_designs_bench) (papers/tree-overhead/results-2008.md)
   workloads       the talk's small-chunk, thread and large-block workloads under glibc,
                   jemalloc, mimalloc, tcmalloc and each pagemalloc variant
                   (papers/allocator-workloads)
@@ -81,7 +82,7 @@ def build_everything(parts):
         release_targets += ["run_manager_bench", "run_manager_bench_counted", "trace_replay",
                             "trace_replay_counted"]
     if "tree-overhead-2008" in parts:
-        release_targets += ["trace_replay", "gc_arena_churn"]
+        release_targets += ["trace_replay", "gc_arena_churn", "whole_designs_bench"]
     if "cross-thread" in parts:
         release_targets += cross_thread.TARGETS
     if "instructions" in parts:
