@@ -40,6 +40,7 @@ import json
 import os
 import shutil
 
+from allocators import benchmark_binary
 from common import (PAPERS, PYTHON, RESULTS, ROOT, f_or_dash, fmt_ratio, geomean, log,
                     machine_line, markdown_table, ratio, read_json, run, write_json)
 from tree_overhead import replay_table
@@ -209,7 +210,7 @@ def whole_designs(quick):
     out = RAW / "whole_designs.json"
     repetitions = 1 if quick else 10
     log(f"tree-overhead-2008: whole designs in one process, {repetitions} repetitions")
-    run([ROOT / "build" / "release" / "benchmarks" / "whole_designs_bench",
+    run([benchmark_binary("pagemap", "whole_designs_bench"),
          f"--benchmark_repetitions={repetitions}", "--benchmark_enable_random_interleaving=true",
          f"--benchmark_out={out}", "--benchmark_out_format=json"], quiet=True)
     times = {}
