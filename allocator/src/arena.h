@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include "pagemap/intrusive_list.h"
 #include "pagemap/page_map.h"
 #include "remote_frees.h"
+#include "remote_ring.h"
 #include "size_classes.h"
 #include "slab.h"
 
@@ -46,6 +48,20 @@ constexpr unsigned stash_capacity(unsigned size_class) {
 inline constexpr auto kStashOffsets = [] {
   std::array<unsigned, kAllClassesCount + 1> offsets{};
   for (unsigned c = 0; c < kAllClassesCount; ++c) offsets[c + 1] = offsets[c] + stash_capacity(c);
+  return offsets;
+}();
+
+// Slots of a class's ring of remote frees (remote_ring.h): 64 KiB worth, a power of two from
+// 16 to 1024 (a whole flush of a thread's mixed bin fits: thread_cache.h).
+constexpr unsigned remote_ring_capacity(unsigned size_class) {
+  const unsigned by_bytes = unsigned(64 * 1024 / kAllSizeClasses[size_class].size);
+  return std::bit_floor(by_bytes < 16 ? 16u : by_bytes > 1024 ? 1024u : by_bytes);
+}
+// The rings' slots of all classes, packed one after another as the stashes are.
+inline constexpr auto kRemoteRingOffsets = [] {
+  std::array<unsigned, kAllClassesCount + 1> offsets{};
+  for (unsigned c = 0; c < kAllClassesCount; ++c)
+    offsets[c + 1] = offsets[c] + remote_ring_capacity(c);
   return offsets;
 }();
 
@@ -102,10 +118,16 @@ class Allocator<Config>::Arena {
   // (chunk_pal.h), or nullptr.
   constexpr explicit Arena(unsigned index, HugeManager* huge = nullptr,
                            ArenaNeighbours neighbours = {})
-      : index_(index), neighbours_(neighbours), pal_(this, huge), runs_(pal_), stash_slots_{} {}
-  // For an arena placed in memory of its own: the stashes (most of the arena's size) are left
-  // unwritten, so that an arena whose stashes are never used (an explicit one) never makes
-  // their pages resident. A stash slot is only read after it was written.
+      : index_(index),
+        neighbours_(neighbours),
+        pal_(this, huge),
+        runs_(pal_),
+        stash_slots_{},
+        remote_ring_slots_{} {}
+  // For an arena placed in memory of its own, a fresh anonymous mapping (which reads zero):
+  // the stashes and the rings' slots (most of the arena's size) are left unwritten, so that
+  // an arena that never uses them (an explicit one) never makes their pages resident. A stash
+  // slot is only read after it was written; a ring's slots must read null, as they do.
   struct LeaveStashesUnwritten {};
   Arena(unsigned index, HugeManager* huge, ArenaNeighbours neighbours, LeaveStashesUnwritten)
       : index_(index), neighbours_(neighbours), pal_(this, huge), runs_(pal_) {}
@@ -136,11 +158,12 @@ class Allocator<Config>::Arena {
   void free_batch(void* const* regions, unsigned n, const char* call);
   // Frees n small regions of one class from a thread whose cache belongs to another arena,
   // without waiting for the arena's lock: to its stash if the lock is free, else to the
-  // class's inbox (remote_frees.h), taken by the next refill of that class, which hands them
-  // out first. When an inbox holds kRemoteCollectBytes or more, the pusher collects it if the
-  // lock is free, so that it stays bounded when the arena's own threads stop allocating that
-  // class. Regions of the 8-byte class, too small for the inbox's link, wait for the lock
-  // (free_batch).
+  // class's inbox, taken by the next refill of that class, which hands them out first. The
+  // inbox is a ring of pointers (remote_ring.h), and when that is full, a chain linked through
+  // the regions (remote_frees.h). When an inbox holds kRemoteCollectBytes or more, the pusher
+  // collects it if the lock is free, so that it stays bounded when the arena's own threads
+  // stop allocating that class. Regions of the 8-byte class, too small for the chain's link,
+  // wait for the lock (free_batch) when the ring is full.
   void free_remote(void* const* regions, unsigned n);
   static constexpr std::size_t kRemoteCollectBytes = 256 * 1024;
   // Whether the small region p is free in its slab's bitmap (a double-free check).
@@ -212,6 +235,9 @@ class Allocator<Config>::Arena {
   // that the child never inherits it half-held (fork_impl.h).
   void lock_for_fork() { lock_.lock(); }
   void unlock_after_fork() { lock_.unlock(); }
+  // In the child, lock_ still held: the rings' regions to the stashes and slabs, and the rings
+  // emptied, for a slot reserved by a thread of the parent is never written (remote_ring.h).
+  void settle_remote_in_child();
   // What the run manager has done so far (counters.h; all zero unless built with counting).
   RunCounterValues run_counters() {
     LockGuard guard(lock_);
@@ -292,10 +318,20 @@ class Allocator<Config>::Arena {
    private:
     Arena& arena_;
   };
-  // Requires: lock_ held. Up to n regions of the class's inbox into out (returns how many);
-  // the rest of the chain stays for the next refill. Regions waiting there still count as
-  // handed out (allocated_, blocks_) until they are taken.
+  // Requires: lock_ held. Up to n regions of the class's inbox into out, the ring's first
+  // (returns how many); the rest stays for the next refill. Regions waiting there still count
+  // as handed out (allocated_, blocks_) until they are taken.
   unsigned take_remote(unsigned size_class, void** out, unsigned n);
+  // Whether the class's inbox may hold regions (a relaxed look).
+  bool remote_waiting(unsigned size_class) const {
+    return remote_taken_[size_class] != nullptr || remote_rings_[size_class].maybe_nonempty() ||
+           remote_[size_class].maybe_nonempty();
+  }
+  RemoteRing::Slots ring_slots(unsigned size_class) {
+    return {remote_ring_slots_ + kRemoteRingOffsets[size_class], remote_ring_capacity(size_class)};
+  }
+  // Requires: lock_ held. A region taken from the inbox, to the stash, else to its slab.
+  void take_back(unsigned size_class, void* p);
   // Requires: lock_ held. Every region waiting for the class, to its stash or slab.
   void collect_remote(unsigned size_class);
   void collect_all_remote();
@@ -323,11 +359,13 @@ class Allocator<Config>::Arena {
   std::size_t purged_seen_ = 0;       // purged_pages_ when growth() last looked
   std::size_t unbalanced_pages_ = 0;  // grown since the neighbours last purged as many
   std::uint64_t last_purge_ms_ = 0;
-  RemoteFrees remote_[kNumClasses];       // per class: regions freed by other arenas' threads
+  RemoteRing remote_rings_[kNumClasses];  // per class: regions freed by other arenas' threads
+  RemoteFrees remote_[kNumClasses];       // per class: the same, when the ring was full
   void* remote_taken_[kNumClasses] = {};  // per class: the rest of a chain taken from remote_
   RemoteFrees deferred_large_;            // large blocks freed while another thread held the lock
-  void*
-      stash_slots_[kStashOffsets[kNumClasses]];  // last: apart from everything a slow path touches
+  // Last: apart from everything a slow path touches.
+  void* stash_slots_[kStashOffsets[kNumClasses]];
+  void* remote_ring_slots_[kRemoteRingOffsets[kNumClasses]];  // accessed as atomics
 };
 
 // The build's.

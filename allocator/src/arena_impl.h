@@ -48,8 +48,7 @@ unsigned Allocator<Config>::Arena::alloc_batch(unsigned size_class, void** out, 
 template <class Config>
 unsigned Allocator<Config>::Arena::alloc_batch_locked(unsigned size_class, void** out, unsigned n) {
   unsigned taken = 0;
-  if (remote_taken_[size_class] != nullptr || remote_[size_class].maybe_nonempty())
-    taken = take_remote(size_class, out, n);
+  if (remote_waiting(size_class)) taken = take_remote(size_class, out, n);
   Bin& bin = bins_[size_class];
   const unsigned from_stash = n - taken < bin.stashed ? n - taken : bin.stashed;
   bin.stashed -= from_stash;
@@ -125,9 +124,15 @@ void Allocator<Config>::Arena::free_remote(void* const* regions, unsigned n) {
   const unsigned size_class =
       page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
   const std::size_t size = kSizeClasses[size_class].size;
-  if (size < RemoteFrees::kMinRegionSize) [[unlikely]]
-    return free_batch(regions, n, "free");
-  if (remote_[size_class].push(regions, n) * size >= kRemoteCollectBytes && lock_.try_lock()) {
+  RemoteRing& ring = remote_rings_[size_class];
+  const unsigned in_ring = ring.push(ring_slots(size_class), regions, n);
+  std::size_t waiting = ring.count();
+  if (in_ring < n) {
+    if (size < RemoteFrees::kMinRegionSize) [[unlikely]]
+      return free_batch(regions + in_ring, n - in_ring, "free");
+    waiting += remote_[size_class].push(regions + in_ring, n - in_ring);
+  }
+  if (waiting * size >= kRemoteCollectBytes && lock_.try_lock()) {
     collect_remote(size_class);
     unlock();
   }
@@ -137,7 +142,7 @@ void Allocator<Config>::Arena::free_remote(void* const* regions, unsigned n) {
 template <class Config>
 unsigned Allocator<Config>::Arena::take_remote(unsigned size_class, void** out, unsigned n) {
   void*& chain = remote_taken_[size_class];
-  unsigned taken = 0;
+  unsigned taken = remote_rings_[size_class].take(ring_slots(size_class), out, n);
   while (taken < n) {
     if (chain == nullptr && (chain = remote_[size_class].take_chain()) == nullptr) break;
     out[taken++] = chain;
@@ -149,19 +154,22 @@ unsigned Allocator<Config>::Arena::take_remote(unsigned size_class, void** out, 
 }
 
 template <class Config>
-void Allocator<Config>::Arena::collect_remote(unsigned size_class) {
-  const std::size_t size = kSizeClasses[size_class].size;
+void Allocator<Config>::Arena::take_back(unsigned size_class, void* p) {
   Bin& bin = bins_[size_class];
-  auto give = [&](void* p) {
-    if (Config::kTransferStash && bin.stashed < stash_capacity(size_class)) {
-      stash_of(size_class)[bin.stashed++] = p;
-      allocated_ -= size;
-      --blocks_;
-    } else {
-      const PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
-      give_back(static_cast<Slab*>(e.slab_descriptor()), p, "free");  // counts it
-    }
-  };
+  if (Config::kTransferStash && bin.stashed < stash_capacity(size_class)) {
+    stash_of(size_class)[bin.stashed++] = p;
+    allocated_ -= kSizeClasses[size_class].size;
+    --blocks_;
+  } else {
+    const PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
+    give_back(static_cast<Slab*>(e.slab_descriptor()), p, "free");  // counts it
+  }
+}
+
+template <class Config>
+void Allocator<Config>::Arena::collect_remote(unsigned size_class) {
+  auto give = [&](void* p) { take_back(size_class, p); };
+  remote_rings_[size_class].take_all(ring_slots(size_class), give);
   for (void* p = remote_taken_[size_class]; p != nullptr;) {
     void* after = RemoteFrees::next(p);
     give(p);
@@ -171,11 +179,17 @@ void Allocator<Config>::Arena::collect_remote(unsigned size_class) {
   remote_[size_class].take_all(give);
 }
 
+template <class Config>
+void Allocator<Config>::Arena::settle_remote_in_child() {
+  for (unsigned c = 0; c < kNumClasses; ++c)
+    remote_rings_[c].drain_alone(ring_slots(c), [&](void* p) { take_back(c, p); });
+}
+
 // Requires: lock_ held.
 template <class Config>
 void Allocator<Config>::Arena::collect_all_remote() {
   for (unsigned c = 0; c < kNumClasses; ++c)
-    if (remote_taken_[c] != nullptr || remote_[c].maybe_nonempty()) collect_remote(c);
+    if (remote_waiting(c)) collect_remote(c);
 }
 
 template <class Config>
@@ -465,7 +479,9 @@ void Allocator<Config>::Arena::advance_decay(bool wait) {
 template <class Config>
 void Allocator<Config>::Arena::reset() {
   LockGuard guard(lock_);
-  for (RemoteFrees& inbox : remote_) inbox.take_chain();  // every block is freed below
+  for (unsigned c = 0; c < kNumClasses; ++c)  // every block is freed below
+    remote_rings_[c].drain_alone(ring_slots(c), [](void*) {});
+  for (RemoteFrees& inbox : remote_) inbox.take_chain();
   for (void*& chain : remote_taken_) chain = nullptr;
   deferred_large_.take_all([](void* p) { *static_cast<std::uintptr_t*>(p) = 0; });
   for (Bin& bin : bins_) {

@@ -127,10 +127,11 @@ class Allocator<Config>::AutomaticArenas {
     }
     return nullptr;
   }
-  // fork(), in the child: only the forking thread lives on. (A thread's exit counts down
-  // its arena's threads when its cache is torn down, thread_cache_impl.h; a thread that never
-  // made a cache stays counted: its arena only looks busier.)
-  void reset_thread_counts_in_child();
+  // fork(), in the child, the arenas' locks held: only the forking thread lives on. (A
+  // thread's exit counts down its arena's threads when its cache is torn down,
+  // thread_cache_impl.h; a thread that never made a cache stays counted: its arena only looks
+  // busier.) Each arena's rings of remote frees are settled (Arena::settle_remote_in_child).
+  void reset_in_child();
 
   // Bytes of the arenas' records mapped so far (metadata, for the statistics).
   std::size_t record_bytes() const;

@@ -61,8 +61,11 @@ typename Allocator<Config>::Arena& Allocator<Config>::AutomaticArenas::assign() 
 }
 
 template <class Config>
-void Allocator<Config>::AutomaticArenas::reset_thread_counts_in_child() {
-  for_each([](Arena& a) { a.set_threads(0); });
+void Allocator<Config>::AutomaticArenas::reset_in_child() {
+  for_each([](Arena& a) {
+    a.set_threads(0);
+    a.settle_remote_in_child();
+  });
   if (t_arena_ != nullptr) t_arena_->thread_arrived();
 }
 

@@ -105,7 +105,7 @@ void Allocator<Config>::Heap::reset_after_fork_in_child() {
   ThreadCache::reset_after_fork_in_child();
   Decay::forget_background_thread_in_child();
   huge().unlock_after_fork();
-  automatic_.reset_thread_counts_in_child();
+  automatic_.reset_in_child();
   automatic_.unlock_after_fork();
   explicit_.unlock_after_fork();
 }
