@@ -107,8 +107,7 @@ TEST(StressRemoteRing, AnArenasInboxUnderFreeingThreadsAndItsOwner) {
       mailbox[t].store(batch, std::memory_order_release);
     }
   }
-  while (round_done.load(std::memory_order_acquire) < kRounds * kFreers)
-    std::this_thread::yield();
+  while (round_done.load(std::memory_order_acquire) < kRounds * kFreers) std::this_thread::yield();
   stop.store(true, std::memory_order_release);
   for (std::thread& f : freers) f.join();
   EXPECT_TRUE(distinct) << "a refill handed out a region twice";

@@ -45,7 +45,8 @@ class RemoteRing {
       if (fits == 0) return 0;
     } while (!reserved_.compare_exchange_weak(first, first + fits, std::memory_order_relaxed,
                                               std::memory_order_relaxed));
-    for (unsigned i = 0; i < fits; ++i) s.at(first + i).store(regions[i], std::memory_order_release);
+    for (unsigned i = 0; i < fits; ++i)
+      s.at(first + i).store(regions[i], std::memory_order_release);
     return fits;
   }
 
