@@ -33,6 +33,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -665,6 +666,19 @@ TEST_F(CheckedMisuseDeathTest, InteriorPointerOfSmallBlockAborts) {
       {
         turn_checks_on();
         auto* p = static_cast<char*>(pm_malloc(64));
+        pm_free(p + 8);
+      },
+      "pagemalloc: pm_free\\(0x[0-9a-f]+\\): not the start of a block");
+}
+
+// The thread's cache knows the block's chunk (it freed a block there) when another thread
+// turns checks on: the next free is checked all the same.
+TEST_F(CheckedMisuseDeathTest, InteriorPointerAbortsWhenAnotherThreadTurnedChecksOn) {
+  EXPECT_DEATH(
+      {
+        auto* p = static_cast<char*>(pm_malloc(64));
+        pm_free(pm_malloc(64));
+        std::thread(turn_checks_on).join();
         pm_free(p + 8);
       },
       "pagemalloc: pm_free\\(0x[0-9a-f]+\\): not the start of a block");

@@ -2,6 +2,8 @@
 // may come from the dynamic loader before main.
 #include "config.h"
 
+#include "address_map.h"
+
 #include <charconv>
 #include <cstdlib>
 
@@ -55,6 +57,7 @@ void apply_entry(std::string_view entry) {
     }
     (key == "checks" ? o.checks : key == "deterministic" ? o.deterministic : o.background_thread) =
         b;
+    if (key == "checks") g_ownership_changes.fetch_add(1, std::memory_order_acq_rel);
   } else if (key == "stats_print") {
     if (value == "json") {
       o.stats_print = true;

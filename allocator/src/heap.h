@@ -252,9 +252,7 @@ inline typename Allocator<Config>::ThreadCache* Allocator<Config>::Heap::own_sma
     return nullptr;
   std::byte* chunk = chunk_base_of(p);
   ThreadCache* cache = ThreadCache::current();
-  if (cache == nullptr ||
-      address_map().get(chunk) != AddressMap::tag(cache->arena(), AddressMap::kArenaChunk) ||
-      options().checks.load(std::memory_order_relaxed)) [[unlikely]]
+  if (cache == nullptr || !cache->owns_chunk(chunk)) [[unlikely]]
     return nullptr;
   e = page_entry(chunk, page_index_of(p));
   if (e.kind() != PageKind::Slab ||

@@ -41,7 +41,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "address_map.h"
 #include "allocator.h"
+#include "config.h"
 #include "decay.h"
 #include "size_classes.h"
 
@@ -132,6 +134,24 @@ class Allocator<Config>::ThreadCache {
 
   // The arena it takes regions from and returns them to; only regions of this arena enter it.
   [[nodiscard]] Arena* arena() const { return arena_; }
+
+  // Whether chunk (chunk-aligned) is one of this cache's arena's chunks, with checks off: the
+  // fast paths' test of a block to free or resize. The last chunk found so is remembered with
+  // the count of ownership changes it was found under (g_ownership_changes, address_map.h):
+  // while the count stays, a block in it is the arena's without a look at the address map
+  // (two dependent loads) or at the options.
+  bool owns_chunk(const void* chunk) {
+    if (chunk == owned_chunk_ &&
+        owned_under_ == g_ownership_changes.load(std::memory_order_relaxed)) [[likely]]
+      return true;
+    const std::uint64_t changes = g_ownership_changes.load(std::memory_order_acquire);
+    if (address_map().get(chunk) != AddressMap::tag(arena_, AddressMap::kArenaChunk) ||
+        options().checks.load(std::memory_order_relaxed))
+      return false;
+    owned_chunk_ = chunk;
+    owned_under_ = changes;
+    return true;
+  }
 
   // nullptr when the arena has no memory left. The region's first word is cleared (it held
   // the freed key).
@@ -237,6 +257,8 @@ class Allocator<Config>::ThreadCache {
   static inline constinit thread_local CacheState t_state = CacheState::None;
 
   Arena* arena_ = nullptr;
+  const void* owned_chunk_ = nullptr;  // owns_chunk()'s memory
+  std::uint64_t owned_under_ = 0;
   ThreadCache* prev_ = nullptr;  // the list of live caches
   ThreadCache* next_ = nullptr;
   std::size_t grown_bytes_ = 0;   // sum over classes of (limit - initial_limit) * size
