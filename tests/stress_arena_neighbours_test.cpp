@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <latch>
 #include <memory>
 #include <random>
 #include <set>
@@ -35,9 +36,13 @@ TEST(StressArenaNeighbours, ArenasLendAndPurgeWhileTheirThreadsWork) {
   arenas->start(nullptr);
   arenas->configure(kThreads);
   std::atomic<std::size_t> lent{0};  // blocks a neighbour served
+  // The threads start their waves together: one that ran all its waves before the others
+  // started (a loaded machine) would find no neighbour to lend, or be lent nothing.
+  std::latch start(kThreads);
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
+      start.arrive_and_wait();
       Arena& mine = *arenas->at(t);
       std::mt19937 random(t + 1);
       std::vector<std::pair<void*, std::size_t>> large;
