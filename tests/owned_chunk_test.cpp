@@ -17,7 +17,7 @@ namespace {
 
 using pagemalloc::AddressMap;
 
-TEST(OwnershipChanges, AreCountedWhenAnEntryThatNamedAnOwnerChanges) {
+TEST(OwnershipChanges, AreCountedWhenAnEntryThatNamedAnArenaChunkChanges) {
   auto map = std::make_unique<AddressMap>();
   // A granule far from anything mapped; the map's leaf for it is mapped on first use.
   const auto* granule = reinterpret_cast<const void*>(std::uintptr_t{0x5a5a} << 32);
@@ -29,6 +29,10 @@ TEST(OwnershipChanges, AreCountedWhenAnEntryThatNamedAnOwnerChanges) {
   EXPECT_EQ(pagemalloc::g_ownership_changes.load(), start) << "the same owner again";
   ASSERT_TRUE(map->set(granule, AddressMap::tag(&other, AddressMap::kArenaChunk)));
   EXPECT_EQ(pagemalloc::g_ownership_changes.load(), start + 1);
+  ASSERT_TRUE(map->set(granule, 0));
+  EXPECT_EQ(pagemalloc::g_ownership_changes.load(), start + 2);
+  // A huge extent's granule, which no cache remembers, comes and goes uncounted.
+  ASSERT_TRUE(map->set(granule, AddressMap::tag(&other, AddressMap::kHuge)));
   ASSERT_TRUE(map->set(granule, 0));
   EXPECT_EQ(pagemalloc::g_ownership_changes.load(), start + 2);
 }

@@ -1,6 +1,6 @@
 // The address map's leaves are mapped on demand; two threads racing to map the same leaf
-// keep the first and unmap the other. An entry that named an owner and changes is counted
-// (g_ownership_changes).
+// keep the first and unmap the other. An entry that named an arena chunk and changes is
+// counted (g_ownership_changes).
 #include "address_map.h"
 
 #include <sys/mman.h>
@@ -25,7 +25,7 @@ bool AddressMap::set(const void* address, std::uintptr_t value) {
   }
   const std::uintptr_t old =
       leaf->entries[key & (kLeafSize - 1)].exchange(value, std::memory_order_acq_rel);
-  if (old != 0 && old != value) g_ownership_changes.fetch_add(1, std::memory_order_acq_rel);
+  if (tag_of(old) == kArenaChunk && old != value) g_ownership_changes.fetch_add(1, std::memory_order_acq_rel);
   return true;
 }
 

@@ -54,10 +54,11 @@ class AddressMap {
   std::atomic<Leaf*> root_[std::size_t{1} << kRootBits] = {};
 };
 
-// Counts every change to an entry that named an owner (a chunk released, a huge extent
-// unmapped) and every change of the checks option (config.h), in every Config's map: a
-// thread cache that found a chunk to be its arena's trusts that while the count stays the
-// same (ThreadCache::owns_chunk).
+// Counts every change to an entry that named an arena chunk (the chunk released, or tagged
+// anew) and every change of the checks option (config.h), in every Config's map: a thread
+// cache that found a chunk to be its arena's trusts that while the count stays the same
+// (ThreadCache::owns_chunk). Huge extents come and go without counting: no cache remembers
+// them.
 inline constinit std::atomic<std::uint64_t> g_ownership_changes{0};
 
 // The process's one address map.
