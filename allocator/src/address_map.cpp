@@ -23,9 +23,14 @@ bool AddressMap::set(const void* address, std::uintptr_t value) {
       ::munmap(mem, sizeof(Leaf));
     }
   }
-  const std::uintptr_t old =
-      leaf->entries[key & (kLeafSize - 1)].exchange(value, std::memory_order_acq_rel);
-  if (tag_of(old) == kArenaChunk && old != value) g_ownership_changes.fetch_add(1, std::memory_order_acq_rel);
+  // A plain load and store, not an exchange (a locked instruction on every huge block's
+  // malloc and free): only the entry's owner writes it. The count moves after the store, so
+  // that a cache that reads the new count reads the new entry too.
+  auto& entry = leaf->entries[key & (kLeafSize - 1)];
+  const std::uintptr_t old = entry.load(std::memory_order_relaxed);
+  entry.store(value, std::memory_order_release);
+  if (tag_of(old) == kArenaChunk && old != value)
+    g_ownership_changes.fetch_add(1, std::memory_order_acq_rel);
   return true;
 }
 

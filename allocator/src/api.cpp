@@ -3,7 +3,6 @@
 #include <cerrno>
 #include <cstdint>
 
-#include "address_map.h"
 #include "config.h"
 #include "decay.h"
 #include "pm_api.h"
@@ -64,10 +63,7 @@ int pm_ctl(const char* name, long* old_value, const long* new_value) {
   }
   if (key == "checks") {
     if (old_value != nullptr) *old_value = o.checks.load() ? 1 : 0;
-    if (new_value != nullptr) {
-      o.checks = *new_value != 0;
-      pagemalloc::g_ownership_changes.fetch_add(1, std::memory_order_acq_rel);  // heap.h
-    }
+    if (new_value != nullptr) pagemalloc::set_checks(*new_value != 0);
     return 0;
   }
   if (key == "thp") {  // 0 default, 1 always, 2 never, 3 auto (config.h); later chunks

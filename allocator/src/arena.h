@@ -16,8 +16,8 @@
 #pragma once
 
 #include <array>
-#include <bit>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <utility>

@@ -2,11 +2,10 @@
 // may come from the dynamic loader before main.
 #include "config.h"
 
-#include "address_map.h"
-
 #include <charconv>
 #include <cstdlib>
 
+#include "address_map.h"
 #include "format.h"
 
 #include "diagnostics.h"
@@ -55,9 +54,8 @@ void apply_entry(std::string_view entry) {
       auto r = fmt::format_to_n(valid, sizeof(valid), "{} takes true, false, 1 or 0", key);
       return warn_entry("bad value in", entry, std::string_view(valid, r.size));
     }
-    (key == "checks" ? o.checks : key == "deterministic" ? o.deterministic : o.background_thread) =
-        b;
-    if (key == "checks") g_ownership_changes.fetch_add(1, std::memory_order_acq_rel);
+    if (key == "checks") set_checks(b);
+    else (key == "deterministic" ? o.deterministic : o.background_thread) = b;
   } else if (key == "stats_print") {
     if (value == "json") {
       o.stats_print = true;
@@ -97,6 +95,11 @@ void apply_entry(std::string_view entry) {
 }
 
 }  // namespace
+
+void set_checks(bool on) {
+  options().checks.store(on);
+  g_ownership_changes.fetch_add(1, std::memory_order_acq_rel);
+}
 
 void apply_conf(std::string_view conf) {
   while (!conf.empty()) {

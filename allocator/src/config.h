@@ -65,6 +65,11 @@ struct Options {
 inline constinit Options g_options;
 inline Options& options() { return g_options; }
 
+// Turns checks on or off, and counts it as an ownership change (g_ownership_changes,
+// address_map.h), so that no thread cache's fast path goes on trusting a chunk it found its
+// own while checks were off. Every change of the option goes through here.
+void set_checks(bool on);
+
 // Applies "key:value,..." to options(); warns once per bad entry.
 void apply_conf(std::string_view conf);
 

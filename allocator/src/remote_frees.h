@@ -1,8 +1,9 @@
-// An arena's inbox of small regions freed by threads whose caches belong to other arenas
-// (mimalloc's thread_free list, snmalloc's message queues): such a thread pushes a batch
-// without taking the arena's lock, and the arena takes the inbox under its lock on its next
-// refill of the class, handing the regions out first (arena.h). The same stack holds an
-// arena's large blocks whose free found its lock held.
+// The second part of an arena's inbox of small regions freed by threads whose caches belong
+// to other arenas (mimalloc's thread_free list, snmalloc's message queues): what the inbox's
+// ring of pointers (remote_ring.h) has no room for. Such a thread pushes a batch without
+// taking the arena's lock, and the arena takes the inbox under its lock on its next refill of
+// the class, handing the regions out first (arena.h). The same stack holds an arena's large
+// blocks whose free found its lock held.
 //
 // The inbox is a stack linked through each region's second word; the first keeps the freed
 // key (thread_cache.h), so a second free of a region waiting here is still caught: the free
