@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <barrier>
 #include <cstdint>
 #include <cstring>
 #include <latch>
@@ -35,10 +36,19 @@ TEST(StressArenaNeighbours, ArenasLendAndPurgeWhileTheirThreadsWork) {
   auto arenas = std::make_unique<pagemalloc::AutomaticArenas>();
   arenas->start(nullptr);
   arenas->configure(kThreads);
+  constexpr unsigned kMaxRounds = 8;
   std::atomic<std::size_t> lent{0};  // blocks a neighbour served
   // The threads start their waves together: one that ran all its waves before the others
-  // started (a loaded machine) would find no neighbour to lend, or be lent nothing.
+  // started (a loaded machine) would find no neighbour to lend, or be lent nothing. Whether a
+  // neighbour lends depends on timing (its lock free, its freed pages not yet reused), so the
+  // threads run another round of waves, together, until one was lent (at most kMaxRounds).
   std::latch start(kThreads);
+  unsigned rounds = 0;
+  bool done = false;
+  std::barrier round_end(kThreads, [&]() noexcept {
+    ++rounds;
+    done = lent.load() > 0 || rounds == kMaxRounds;
+  });
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -48,25 +58,33 @@ TEST(StressArenaNeighbours, ArenasLendAndPurgeWhileTheirThreadsWork) {
       std::vector<std::pair<void*, std::size_t>> large;
       std::vector<void*> small(300);
       constexpr unsigned kClass = pagemalloc::size_class_of(512);
-      for (unsigned wave = 0; wave < kWaves; ++wave) {
-        // Waves of different heights: the arenas' peaks come at different times.
-        const unsigned count = 1 + (wave * 7 + t * 5) % kLargePerWave;
-        for (unsigned i = 0; i < count; ++i) {
-          const std::size_t bytes = (20 + random() % 280) * 1024;
-          bool zeroed = false;
-          void* p = mine.alloc_large(bytes, pagemalloc::kPageSize, zeroed, true);
-          ASSERT_NE(p, nullptr);
-          std::memset(p, int(t), 64);  // a block handed out twice would be overwritten
-          if (owner_of(p) != &mine) lent.fetch_add(1, std::memory_order_relaxed);
-          large.emplace_back(p, bytes);
+      // A failed assertion returns from this round only: the thread still meets the others.
+      auto round = [&] {
+        for (unsigned wave = 0; wave < kWaves; ++wave) {
+          // Waves of different heights: the arenas' peaks come at different times.
+          const unsigned count = 1 + (wave * 7 + t * 5) % kLargePerWave;
+          for (unsigned i = 0; i < count; ++i) {
+            const std::size_t bytes = (20 + random() % 280) * 1024;
+            bool zeroed = false;
+            void* p = mine.alloc_large(bytes, pagemalloc::kPageSize, zeroed, true);
+            ASSERT_NE(p, nullptr);
+            std::memset(p, int(t), 64);  // a block handed out twice would be overwritten
+            if (owner_of(p) != &mine) lent.fetch_add(1, std::memory_order_relaxed);
+            large.emplace_back(p, bytes);
+          }
+          unsigned got = mine.alloc_batch(kClass, small.data(), unsigned(small.size()));
+          for (auto& [p, bytes] : large) {
+            ASSERT_EQ(*static_cast<unsigned char*>(p), t);
+            owner_of(p)->free_large(p, PageCount::covering(bytes));
+          }
+          large.clear();
+          mine.free_batch(small.data(), got, "test");
         }
-        unsigned got = mine.alloc_batch(kClass, small.data(), unsigned(small.size()));
-        for (auto& [p, bytes] : large) {
-          ASSERT_EQ(*static_cast<unsigned char*>(p), t);
-          owner_of(p)->free_large(p, PageCount::covering(bytes));
-        }
-        large.clear();
-        mine.free_batch(small.data(), got, "test");
+      };
+      while (true) {
+        round();
+        round_end.arrive_and_wait();
+        if (done || ::testing::Test::HasFatalFailure()) break;
       }
     });
   }
