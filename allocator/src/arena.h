@@ -344,7 +344,9 @@ class Allocator<Config>::Arena {
   const unsigned index_;
   const ArenaNeighbours neighbours_;
   std::atomic<unsigned> threads_{0};
-  Lock lock_;
+  // On a cache line of its own, with what its holder writes after it: the fields above are
+  // read by other arenas' threads on every remote free, and must not bounce with the lock.
+  alignas(64) Lock lock_;
   ChunkPal pal_;
   Runs runs_;
   Bin bins_[kNumClasses];

@@ -5,7 +5,7 @@
 // for the larger classes) and grows, as tcmalloc's free lists do, when a thread frees more of
 // that class than it holds: an overflow raises the class's limit (doubling it, up to
 // capacity(class)) while the thread's budget allows, and only flushes when it does not. A bin
-// holding regions of other arenas (below) never grows: it flushes at its first limit. The
+// holding regions of other arenas (below) grows only while the thread allocates from it. The
 // budget, kBudgetBytes, bounds the bytes by which one thread's limits may grow above their
 // initial ones. A stack starts in a packed area that holds every class's initial limit one
 // after another (some 18 KiB: a thread that uses a few dozen classes touches a few pages of
@@ -31,9 +31,11 @@
 // the address map (as jemalloc's tcache flush sorts by arena): to another arena through its
 // inbox of remote frees, without its lock (arena.h). A mixed bin holds at most
 // foreign_limit(class) regions (8 KiB worth) before it flushes whole, unless the thread
-// allocates from it (it has refilled since its last flush): what a thread that only frees
-// others' blocks keeps of them is memory their arenas cannot reuse, so it stays small in
-// every class (in a consumer thread, of every class its producers send).
+// allocates from it (it has refilled, or popped regions, since its last flush), and it grows
+// only if so: what a thread that only frees others' blocks keeps of them is memory their
+// arenas cannot reuse, so it stays small in every class (in a consumer thread, of every class
+// its producers send), while a thread that frees others' blocks and allocates as many (the
+// threads of a server that hand requests on) reuses them from its cache.
 #pragma once
 
 #include <array>
@@ -182,13 +184,18 @@ class Allocator<Config>::ThreadCache {
   void push_foreign(unsigned size_class, void* p) {
     Bin& bin = bins_[size_class];
     const std::uint32_t count = bin.count.load(std::memory_order_relaxed);
-    // Only in a bin that has not refilled since it last flushed: a thread that allocates from
-    // it reuses the foreign regions itself. A flush of every region clears `mixed`: it is
-    // set again after, for p.
-    if (bin.mixed && !bin.refilled && count >= foreign_limit(size_class) && count < bin.limit)
+    // Fewer regions than after the last foreign push, with no flush or growth since: the
+    // thread popped some, so it allocates from the bin even if its frees keep it full.
+    if (bin.mixed && count < bin.foreign_mark) bin.popped = true;
+    // Only in a bin that the thread does not allocate from (no refill, no pop since its last
+    // flush): one that does reuses the foreign regions itself. A flush of every region clears
+    // `mixed`: it is set again after, for p.
+    if (bin.mixed && !bin.refilled && !bin.popped && count >= foreign_limit(size_class) &&
+        count < bin.limit)
       flush(size_class, count);
     bin.mixed = true;
     push(size_class, p);
+    bin.foreign_mark = bin.count.load(std::memory_order_relaxed);
   }
 
   [[nodiscard]] bool holds(unsigned size_class, const void* p) const;
@@ -236,6 +243,9 @@ class Allocator<Config>::ThreadCache {
     void** slots = nullptr;               // limit slots: the packed area's, or the grown one's
     bool mixed = false;                   // may hold regions of other arenas
     bool refilled = false;                // refilled from the arena since the last flush
+    bool popped = false;  // mixed, and popped from since the last flush or growth (its count
+                          // fell below foreign_mark)
+    std::uint32_t foreign_mark = 0;  // count after the last foreign push, flush or growth
   };
   static ThreadCache* create(Arena& arena);
   // Every kDecayTickCalls pushes: the decay's tick from ordinary calls (decay.h).

@@ -175,9 +175,10 @@ void Allocator<Config>::ThreadCache::push_overflowing(unsigned size_class, void*
   const unsigned room = capacity(size_class) - bin.limit;
   const unsigned step = bin.limit < room ? bin.limit : room;
   std::uint32_t count = bin.count.load(std::memory_order_relaxed);
-  // A bin that holds other arenas' regions (a thread freeing what others allocated) does not
-  // grow: what it would keep there is memory its owners cannot reuse.
-  if (step != 0 && !bin.mixed && grown_bytes_ + step * size <= kBudgetBytes) {
+  // A bin that holds other arenas' regions grows only if the thread popped from it since its
+  // last flush or growth: one that only frees what others allocated would keep memory its
+  // owners cannot reuse.
+  if (step != 0 && (!bin.mixed || bin.popped) && grown_bytes_ + step * size <= kBudgetBytes) {
     const unsigned limit = bin.limit + step;
     void** own_room = grown_slots_ + kCacheSlotOffsets[size_class];
     if (bin.slots != own_room) {  // moves, to a packed room for the new limit or to its own
@@ -191,6 +192,9 @@ void Allocator<Config>::ThreadCache::push_overflowing(unsigned size_class, void*
     }
     bin.limit = limit;
     grown_bytes_ += step * size;
+    // A mixed bin grows again only if the thread pops from it after this growth.
+    bin.popped = false;
+    bin.foreign_mark = count;
   } else {
     count = flush(size_class, bin.limit / 2);
   }
@@ -207,8 +211,10 @@ std::uint32_t Allocator<Config>::ThreadCache::flush(unsigned size_class, unsigne
     return_to_owners(arena_, bin.slots, n);
   else arena_->free_batch(bin.slots, n, "free");
   bin.refilled = false;
+  bin.popped = false;
   for (std::uint32_t i = n; i < count; ++i) bin.slots[i - n] = bin.slots[i];
   bin.count.store(count - n, std::memory_order_relaxed);
+  bin.foreign_mark = count - n;
   if (count == n) bin.mixed = false;
   return count - n;
 }
