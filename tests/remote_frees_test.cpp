@@ -182,7 +182,8 @@ TEST(ArenaRemoteFrees, AThreadFreeingOthersBlocksDoesNotGrowItsCache) {
   const std::vector<void*> blocks = allocate_blocks(5000, kSize);
   ASSERT_GT(pagemalloc::heap().automatic_arena_count(), 1u);
   const pagemalloc::Arena* mine = pagemalloc::ThreadCache::current()->arena();
-  const FreedElsewhere seen = free_elsewhere(blocks, [] { pm_free(pm_malloc(kSize)); }, [] {});
+  const FreedElsewhere seen = free_elsewhere(
+      blocks, [] { pm_free(pm_malloc(kSize)); }, [] {});
   ASSERT_NE(mine, seen.arena) << "the threads should have different arenas";
   EXPECT_LE(seen.most_cached, pagemalloc::ThreadCache::initial_limit(kClass) * kSize)
       << "5000 foreign blocks freed: the bin should flush at its first limit, not grow";
@@ -201,7 +202,8 @@ TEST(ArenaRemoteFrees, AThreadKeepsAtMostAForeignLimitOfOthersBlocks) {
   ASSERT_GT(pagemalloc::heap().automatic_arena_count(), 1u);
   const pagemalloc::Arena* mine = pagemalloc::ThreadCache::current()->arena();
   // The thread's own block is of another class: its 1 KiB bin never refills.
-  const FreedElsewhere seen = free_elsewhere(blocks, [] { pm_free(pm_malloc(8)); }, [] {});
+  const FreedElsewhere seen = free_elsewhere(
+      blocks, [] { pm_free(pm_malloc(8)); }, [] {});
   ASSERT_NE(mine, seen.arena) << "the threads should have different arenas";
   EXPECT_LE(seen.most_cached, pagemalloc::ThreadCache::foreign_limit(kClass) * kSize)
       << "a thread freeing others' 1 KiB blocks kept more of them than its foreign limit";
@@ -219,11 +221,50 @@ TEST(ArenaRemoteFrees, AThreadThatAllocatesTheClassKeepsOthersBlocksToReuse) {
   ASSERT_GT(pagemalloc::heap().automatic_arena_count(), 1u);
   const pagemalloc::Arena* mine = pagemalloc::ThreadCache::current()->arena();
   void* own = nullptr;  // a refill of the class from the other thread's arena
-  const FreedElsewhere seen =
-      free_elsewhere(blocks, [&] { own = pm_malloc(kSize); }, [&] { pm_free(own); });
+  const FreedElsewhere seen = free_elsewhere(
+      blocks, [&] { own = pm_malloc(kSize); }, [&] { pm_free(own); });
   ASSERT_NE(mine, seen.arena) << "the threads should have different arenas";
   EXPECT_GT(seen.most_cached, pagemalloc::ThreadCache::foreign_limit(kClass) * kSize)
       << "a thread allocating 1 KiB blocks flushed others' at the foreign limit";
+}
+
+// A thread that frees others' blocks in bursts and allocates half as many between them (the
+// pattern of a server thread handing requests on: sh8bench, larson) pops foreign regions from
+// its bin without emptying it, so without a refill. Its bin is kept and grows past its first
+// limit, instead of flushing whole at the foreign limit and refilling from its arena.
+TEST(ArenaRemoteFrees, AThreadThatPopsOthersRegionsKeepsThemAndItsBinGrows) {
+  if (!pagemalloc::BuildConfig::kThreadCaches)
+    GTEST_SKIP() << "a design without thread caches frees every block to its arena at once";
+  constexpr std::size_t kSize = 1024;
+  constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
+  constexpr std::size_t kBursts = 20, kFreed = 100, kAllocated = 50;
+  const std::vector<void*> blocks = allocate_blocks(kBursts * kFreed, kSize);
+  ASSERT_GT(pagemalloc::heap().automatic_arena_count(), 1u);
+  const pagemalloc::Arena* mine = pagemalloc::ThreadCache::current()->arena();
+  const pagemalloc::Arena* theirs = nullptr;
+  std::size_t most_cached = 0;
+  std::thread other([&] {
+    pm_free(pm_malloc(8));  // the thread's cache and arena
+    theirs = pagemalloc::ThreadCache::current()->arena();
+    const std::size_t before = pagemalloc::ThreadCache::bytes_cached_by_all();
+    std::vector<void*> kept;
+    for (std::size_t burst = 0; burst < kBursts; ++burst) {
+      for (std::size_t i = 0; i < kFreed; ++i) {
+        pm_free(blocks[burst * kFreed + i]);
+        const std::size_t now = pagemalloc::ThreadCache::bytes_cached_by_all();
+        most_cached = std::max(most_cached, now > before ? now - before : 0);
+      }
+      for (std::size_t i = 0; i < kAllocated; ++i) kept.push_back(pm_malloc(kSize));
+    }
+    for (void* p : kept) pm_free(p);
+    pm_purge();
+  });
+  other.join();
+  ASSERT_NE(mine, theirs) << "the threads should have different arenas";
+  EXPECT_GT(most_cached, pagemalloc::ThreadCache::initial_limit(kClass) * kSize)
+      << "a thread allocating from its foreign regions flushed them instead of keeping them";
+  const char* problem = pagemalloc::heap().check_invariants();
+  EXPECT_EQ(problem, nullptr) << problem;
 }
 
 // ---------------------------------------------------------------------------------------------
