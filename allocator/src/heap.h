@@ -219,11 +219,11 @@ template <class Config>
 inline void* Allocator<Config>::Heap::allocate(std::size_t size, std::size_t align, bool zero) {
   if (size <= kMaxSmallSize && align <= alignof(std::uint64_t) && !zero) [[likely]] {
     if (ThreadCache* cache = ThreadCache::current()) [[likely]] {
-      if (void* p = cache->pop(size_class_of(size))) [[likely]]
+      if (void* p = cache->pop_cached(size_class_of(size))) [[likely]]
         return p;
     }
   }
-  return allocate_slow(size, align, zero);
+  return allocate_slow(size, align, zero);  // refills an empty bin, among the rest
 }
 
 template <class Config>
@@ -244,12 +244,11 @@ inline void* Allocator<Config>::Heap::allocate_zeroed(std::size_t size) {
 // thread's arena, checks are off, and p's first word is not the freed key. Returns the
 // thread's cache and p's page-map entry in e; else nullptr. A pointer into the middle of a
 // region is not looked for here (a multiply and a compare on every free): the slow paths
-// report it.
+// report it. Nor is a chunk-aligned one (nullptr, a huge block): its chunk is no arena chunk,
+// or its page is the chunk's header, whose entry is no slab's.
 template <class Config>
 inline typename Allocator<Config>::ThreadCache* Allocator<Config>::Heap::own_small_block(
     const void* p, PageEntry& e) {
-  if (is_chunk_aligned(p)) [[unlikely]]
-    return nullptr;
   std::byte* chunk = chunk_base_of(p);
   ThreadCache* cache = ThreadCache::current();
   if (cache == nullptr || !cache->owns_chunk(chunk)) [[unlikely]]

@@ -143,14 +143,14 @@ class Allocator<Config>::ThreadCache {
   // while the count stays, a block in it is the arena's without a look at the address map
   // (two dependent loads) or at the options.
   bool owns_chunk(const void* chunk) {
-    if (chunk == owned_chunk_ &&
+    if (reinterpret_cast<std::uintptr_t>(chunk) == owned_chunk_ &&
         owned_under_ == g_ownership_changes.load(std::memory_order_relaxed)) [[likely]]
       return true;
     const std::uint64_t changes = g_ownership_changes.load(std::memory_order_acquire);
     if (address_map().get(chunk) != AddressMap::tag(arena_, AddressMap::kArenaChunk) ||
         options().checks.load(std::memory_order_relaxed))
       return false;
-    owned_chunk_ = chunk;
+    owned_chunk_ = reinterpret_cast<std::uintptr_t>(chunk);
     owned_under_ = changes;
     return true;
   }
@@ -162,6 +162,19 @@ class Allocator<Config>::ThreadCache {
     std::uint32_t count = bin.count.load(std::memory_order_relaxed);
     if (count == 0) [[unlikely]]
       return refill(size_class);
+    void* p = bin.slots[--count];
+    bin.count.store(count, std::memory_order_relaxed);
+    *static_cast<std::uintptr_t*>(p) = 0;
+    return p;
+  }
+
+  // A cached region of the class, or nullptr when the bin is empty (no refill: the caller's
+  // slow path refills through pop). The region's first word is cleared.
+  void* pop_cached(unsigned size_class) {
+    Bin& bin = bins_[size_class];
+    std::uint32_t count = bin.count.load(std::memory_order_relaxed);
+    if (count == 0) [[unlikely]]
+      return nullptr;
     void* p = bin.slots[--count];
     bin.count.store(count, std::memory_order_relaxed);
     *static_cast<std::uintptr_t*>(p) = 0;
@@ -182,20 +195,21 @@ class Allocator<Config>::ThreadCache {
 
   // Requires: as push; p belongs to another automatic arena than this cache's.
   void push_foreign(unsigned size_class, void* p) {
-    Bin& bin = bins_[size_class];
+    const Bin& bin = bins_[size_class];
+    BinUse& use = uses_[size_class];
     const std::uint32_t count = bin.count.load(std::memory_order_relaxed);
     // Fewer regions than after the last foreign push, with no flush or growth since: the
     // thread popped some, so it allocates from the bin even if its frees keep it full.
-    if (bin.mixed && count < bin.foreign_mark) bin.popped = true;
+    if (use.mixed && count < use.foreign_mark) use.popped = true;
     // Only in a bin that the thread does not allocate from (no refill, no pop since its last
     // flush): one that does reuses the foreign regions itself. A flush of every region clears
     // `mixed`: it is set again after, for p.
-    if (bin.mixed && !bin.refilled && !bin.popped && count >= foreign_limit(size_class) &&
+    if (use.mixed && !use.refilled && !use.popped && count >= foreign_limit(size_class) &&
         count < bin.limit)
       flush(size_class, count);
-    bin.mixed = true;
+    use.mixed = true;
     push(size_class, p);
-    bin.foreign_mark = bin.count.load(std::memory_order_relaxed);
+    use.foreign_mark = bin.count.load(std::memory_order_relaxed);
   }
 
   [[nodiscard]] bool holds(unsigned size_class, const void* p) const;
@@ -237,14 +251,19 @@ class Allocator<Config>::ThreadCache {
   }
 
  private:
+  // What the fast paths touch of a class: 16 bytes, so that a class's bin is one shift away.
   struct Bin {
     std::atomic<std::uint32_t> count{0};  // written by the owner only; read by statistics
     std::uint32_t limit = 0;              // regions it may hold now, <= capacity(class)
     void** slots = nullptr;               // limit slots: the packed area's, or the grown one's
-    bool mixed = false;                   // may hold regions of other arenas
-    bool refilled = false;                // refilled from the arena since the last flush
-    bool popped = false;  // mixed, and popped from since the last flush or growth (its count
-                          // fell below foreign_mark)
+  };
+  static_assert(sizeof(Bin) == 16);
+  // What only the slow paths touch of a class: how its bin holds other arenas' regions.
+  struct BinUse {
+    bool mixed = false;     // may hold regions of other arenas
+    bool refilled = false;  // refilled from the arena since the last flush
+    bool popped = false;    // mixed, and popped from since the last flush or growth (its count
+                            // fell below foreign_mark)
     std::uint32_t foreign_mark = 0;  // count after the last foreign push, flush or growth
   };
   static ThreadCache* create(Arena& arena);
@@ -267,7 +286,10 @@ class Allocator<Config>::ThreadCache {
   static inline constinit thread_local CacheState t_state = CacheState::None;
 
   Arena* arena_ = nullptr;
-  const void* owned_chunk_ = nullptr;  // owns_chunk()'s memory
+  // owns_chunk()'s memory: at first kNoChunk, which no chunk's base equals (not even that of
+  // nullptr, 0: the fast free path leaves nullptr and other chunk-aligned pointers to it).
+  static constexpr std::uintptr_t kNoChunk = 1;
+  std::uintptr_t owned_chunk_ = kNoChunk;
   std::uint64_t owned_under_ = 0;
   ThreadCache* prev_ = nullptr;  // the list of live caches
   ThreadCache* next_ = nullptr;
@@ -277,6 +299,7 @@ class Allocator<Config>::ThreadCache {
   std::atomic<std::size_t> moved_{0};  // written by the owner only (count_move)
   std::atomic<std::size_t> copied_{0};
   Bin bins_[kNumClasses];
+  BinUse uses_[kNumClasses];
   void* initial_slots_[kCacheInitialOffsets[kNumClasses]];  // initial_limit(c) per class
   void* packed_growths_[kCachePackedGrowthSlots];           // taken in turn by small growths
   void* grown_slots_[kCacheSlotOffsets[kNumClasses]];       // capacity(c) per class

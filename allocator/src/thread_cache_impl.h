@@ -161,7 +161,7 @@ void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
   const unsigned batch = bin.limit / 2 < kMaxRefill ? bin.limit / 2 : kMaxRefill;
   std::uint32_t count = arena_->alloc_batch(size_class, bin.slots, batch);
   if (count == 0) return nullptr;
-  bin.refilled = true;
+  uses_[size_class].refilled = true;
   void* p = bin.slots[--count];
   bin.count.store(count, std::memory_order_relaxed);
   *static_cast<std::uintptr_t*>(p) = 0;
@@ -171,6 +171,7 @@ void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
 template <class Config>
 void Allocator<Config>::ThreadCache::push_overflowing(unsigned size_class, void* p) {
   Bin& bin = bins_[size_class];
+  BinUse& use = uses_[size_class];
   const std::size_t size = kSizeClasses[size_class].size;
   const unsigned room = capacity(size_class) - bin.limit;
   const unsigned step = bin.limit < room ? bin.limit : room;
@@ -178,7 +179,7 @@ void Allocator<Config>::ThreadCache::push_overflowing(unsigned size_class, void*
   // A bin that holds other arenas' regions grows only if the thread popped from it since its
   // last flush or growth: one that only frees what others allocated would keep memory its
   // owners cannot reuse.
-  if (step != 0 && (!bin.mixed || bin.popped) && grown_bytes_ + step * size <= kBudgetBytes) {
+  if (step != 0 && (!use.mixed || use.popped) && grown_bytes_ + step * size <= kBudgetBytes) {
     const unsigned limit = bin.limit + step;
     void** own_room = grown_slots_ + kCacheSlotOffsets[size_class];
     if (bin.slots != own_room) {  // moves, to a packed room for the new limit or to its own
@@ -193,8 +194,8 @@ void Allocator<Config>::ThreadCache::push_overflowing(unsigned size_class, void*
     bin.limit = limit;
     grown_bytes_ += step * size;
     // A mixed bin grows again only if the thread pops from it after this growth.
-    bin.popped = false;
-    bin.foreign_mark = count;
+    use.popped = false;
+    use.foreign_mark = count;
   } else {
     count = flush(size_class, bin.limit / 2);
   }
@@ -205,17 +206,18 @@ void Allocator<Config>::ThreadCache::push_overflowing(unsigned size_class, void*
 template <class Config>
 std::uint32_t Allocator<Config>::ThreadCache::flush(unsigned size_class, unsigned n) {
   Bin& bin = bins_[size_class];
+  BinUse& use = uses_[size_class];
   const std::uint32_t count = bin.count.load(std::memory_order_relaxed);
   // The oldest entries (bottom of the stack) go back; the warm ones stay.
-  if (bin.mixed) [[unlikely]]
+  if (use.mixed) [[unlikely]]
     return_to_owners(arena_, bin.slots, n);
   else arena_->free_batch(bin.slots, n, "free");
-  bin.refilled = false;
-  bin.popped = false;
+  use.refilled = false;
+  use.popped = false;
   for (std::uint32_t i = n; i < count; ++i) bin.slots[i - n] = bin.slots[i];
   bin.count.store(count - n, std::memory_order_relaxed);
-  bin.foreign_mark = count - n;
-  if (count == n) bin.mixed = false;
+  use.foreign_mark = count - n;
+  if (count == n) use.mixed = false;
   return count - n;
 }
 
