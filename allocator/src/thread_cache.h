@@ -155,21 +155,9 @@ class Allocator<Config>::ThreadCache {
     return true;
   }
 
-  // nullptr when the arena has no memory left. The region's first word is cleared (it held
-  // the freed key).
-  void* pop(unsigned size_class) {
-    Bin& bin = bins_[size_class];
-    std::uint32_t count = bin.count.load(std::memory_order_relaxed);
-    if (count == 0) [[unlikely]]
-      return refill(size_class);
-    void* p = bin.slots[--count];
-    bin.count.store(count, std::memory_order_relaxed);
-    *static_cast<std::uintptr_t*>(p) = 0;
-    return p;
-  }
-
   // A cached region of the class, or nullptr when the bin is empty (no refill: the caller's
-  // slow path refills through pop). The region's first word is cleared.
+  // slow path refills through pop). The region's first word is cleared (it held the freed
+  // key).
   void* pop_cached(unsigned size_class) {
     Bin& bin = bins_[size_class];
     std::uint32_t count = bin.count.load(std::memory_order_relaxed);
@@ -179,6 +167,13 @@ class Allocator<Config>::ThreadCache {
     bin.count.store(count, std::memory_order_relaxed);
     *static_cast<std::uintptr_t*>(p) = 0;
     return p;
+  }
+
+  // As pop_cached, refilling an empty bin; nullptr when the arena has no memory left.
+  void* pop(unsigned size_class) {
+    if (void* p = pop_cached(size_class)) [[likely]]
+      return p;
+    return refill(size_class);
   }
 
   // Requires: p is a live region of size_class not yet in any cache.
