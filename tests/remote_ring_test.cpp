@@ -81,6 +81,19 @@ TEST(RemoteRing, TakeStopsAtASlotReservedButNotYetWritten) {
   EXPECT_EQ(out[1], batch[3]);
 }
 
+// A pusher reads the taken count, is preempted, and reads the reserved count after the taker
+// took more and other pushers reserved past what its taken count allows: it must see no room,
+// not a difference that wrapped around (it would write over slots not yet taken).
+TEST(RemoteRing, APusherWithAStaleTakenCountSeesNoRoomBeyondTheCapacity) {
+  constexpr unsigned kCapacity = 64;
+  EXPECT_EQ(RemoteRing::room(kCapacity, 100, 100), kCapacity);
+  EXPECT_EQ(RemoteRing::room(kCapacity, 130, 100), 34u);
+  EXPECT_EQ(RemoteRing::room(kCapacity, 164, 100), 0u);
+  // Stale: taken was 100 when read; the taker has since taken up to 150 and pushers reserved
+  // up to 200. Only the stale view is known: no room, never 2^64 - 36.
+  EXPECT_EQ(RemoteRing::room(kCapacity, 200, 100), 0u);
+}
+
 TEST(RemoteRing, DrainingAloneSkipsSlotsNeverWrittenAndStartsOver) {
   TestRing t(8);
   void* batch[5];

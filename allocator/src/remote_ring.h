@@ -32,16 +32,27 @@ class RemoteRing {
     }
   };
 
+  // The slots free for a pusher that read `taken` and then `reserved`. taken_ is read first:
+  // it never passes reserved_, so reserved - taken cannot wrap. But it may be stale: between
+  // the two loads the taker may have taken more and other pushers reserved past taken +
+  // capacity, so reserved - taken may exceed the capacity. That reads as no room (the
+  // subtraction would wrap to nearly 2^64, and the pusher would write over slots not yet
+  // taken, whose pointers would be lost and at which the taker would wait forever).
+  static constexpr std::uint64_t room(unsigned capacity, std::uint64_t reserved,
+                                      std::uint64_t taken) {
+    const std::uint64_t used = reserved - taken;
+    return used < capacity ? capacity - used : 0;
+  }
+
   // Pushes a prefix of regions[0..n) (non-null), as long as room allows; returns its length.
   unsigned push(Slots s, void* const* regions, unsigned n) {
     std::uint64_t first = 0;
     unsigned fits = 0;
     do {
-      // taken_ first: it never passes reserved_, so first - taken cannot wrap.
       const std::uint64_t taken = taken_.load(std::memory_order_acquire);
       first = reserved_.load(std::memory_order_relaxed);
-      const std::uint64_t room = s.capacity - (first - taken);
-      fits = room < n ? unsigned(room) : n;
+      const std::uint64_t free = room(s.capacity, first, taken);
+      fits = free < n ? unsigned(free) : n;
       if (fits == 0) return 0;
     } while (!reserved_.compare_exchange_weak(first, first + fits, std::memory_order_relaxed,
                                               std::memory_order_relaxed));
