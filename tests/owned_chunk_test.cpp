@@ -7,6 +7,7 @@
 #include <pagemalloc/pagemalloc.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 
 #include "address_map.h"
@@ -69,6 +70,39 @@ TEST(OwnedChunk, ARememberedChunkIsAskedForAgainAfterAnOwnershipChange) {
       cache->owns_chunk(static_cast<const std::byte*>(chunk) + pagemalloc::kChunkSize * 1024))
       << "a chunk nobody owns";
   pm_free(block);
+}
+
+// The fast free path has no test of chunk alignment: a chunk-aligned pointer must fail its
+// test of ownership or of the page's kind. Each runs in a fresh process (the "threadsafe"
+// death-test style re-executes the binary), where no ownership change has been counted yet.
+class OwnedChunkDeathTest : public ::testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+// A cache that remembers no chunk yet (the count of changes still 0) and a free of nullptr,
+// whose chunk base is 0: it must not be taken for the remembered chunk.
+TEST_F(OwnedChunkDeathTest, AFreeOfNullBeforeAnyChunkIsRememberedDoesNothing) {
+  EXPECT_EXIT(
+      {
+        void* block = pm_malloc(64);  // the thread's cache, with no chunk remembered
+        pm_free(nullptr);
+        pm_free(block);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// The base of the thread's own remembered chunk is its header page, no slab region: reported,
+// not cached.
+TEST_F(OwnedChunkDeathTest, AFreeOfTheRememberedChunksBaseIsReported) {
+  EXPECT_DEATH(
+      {
+        void* block = pm_malloc(64);
+        pm_free(pm_malloc(64));  // remembers the chunk
+        pm_free(pagemalloc::chunk_base_of(block));
+      },
+      "pagemalloc: pm_free\\(0x[0-9a-f]+\\): ");
 }
 
 }  // namespace

@@ -55,10 +55,10 @@ class AddressMap {
 };
 
 // Counts every change to an entry that named an arena chunk (the chunk released, or tagged
-// anew) and every change of the checks option (set_checks, config.h), in every Config's map: a thread
-// cache that found a chunk to be its arena's trusts that while the count stays the same
-// (ThreadCache::owns_chunk). Huge extents come and go without counting: no cache remembers
-// them.
+// anew) and every change of the checks option (set_checks, config.h), in every Config's map:
+// a thread cache that found a chunk to be its arena's trusts that while the count stays the
+// same (ThreadCache::owns_chunk). Huge extents come and go without counting: no cache
+// remembers them.
 inline constinit std::atomic<std::uint64_t> g_ownership_changes{0};
 
 // The process's one address map.

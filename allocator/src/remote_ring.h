@@ -51,8 +51,8 @@ class RemoteRing {
     do {
       const std::uint64_t taken = taken_.load(std::memory_order_acquire);
       first = reserved_.load(std::memory_order_relaxed);
-      const std::uint64_t free = room(s.capacity, first, taken);
-      fits = free < n ? unsigned(free) : n;
+      const std::uint64_t open = room(s.capacity, first, taken);
+      fits = open < n ? unsigned(open) : n;
       if (fits == 0) return 0;
     } while (!reserved_.compare_exchange_weak(first, first + fits, std::memory_order_relaxed,
                                               std::memory_order_relaxed));
