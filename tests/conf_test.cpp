@@ -1,6 +1,6 @@
 // PAGEMALLOC_CONF parsing (allocator/src/config.cpp): stats_print's three values, stats_file,
-// narenas above the limit, background_thread, and warnings that name what is valid. End to end, in a program on
-// the drop-in: tests/dropin/conf.sh.
+// narenas above the limit, background_thread, and warnings that name what is valid. End to end, in
+// a program on the drop-in: tests/dropin/conf.sh.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -95,9 +95,11 @@ TEST_F(ConfParsing, BackgroundThreadTakesABoolean) {
 
 TEST_F(ConfParsing, AnUnknownKeyNamesTheKeys) {
   const std::string out = apply("stat_print:true");
-  EXPECT_NE(out.find("unknown key in 'stat_print:true' ignored (the keys are decay_ms, checks, "
-                     "stats_print, stats_file, deterministic, narenas, thp, background_thread)"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find(
+          "unknown key in 'stat_print:true' ignored (the keys are decay_ms, checks, "
+          "stats_print, stats_file, deterministic, narenas, thp, thp_budget, background_thread)"),
+      std::string::npos)
       << out;
 }
 

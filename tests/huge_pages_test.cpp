@@ -4,8 +4,10 @@
 // its first 4, for chunks mapped for large runs while its slabs hold fewer pages than its
 // large runs, and for every chunk of the automatic arenas after the first; under "always"
 // MADV_HUGEPAGE for every chunk after the first; "never" MADV_NOHUGEPAGE; "default" none. A
-// large run touched at one byte faults in no huge page under "auto". And PAGEMALLOC_CONF's
-// parsing of it: a bad value or an unknown key gets one warning and changes nothing.
+// large run touched at one byte faults in no huge page under "auto". Under "auto" the chunks it
+// advises have their first touch timed, and once fresh huge pages have overspent thp_budget the
+// chunks it would advise get MADV_NOHUGEPAGE. And PAGEMALLOC_CONF's parsing of both options: a
+// bad value or an unknown key gets one warning and changes nothing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,8 +21,9 @@
 #include <vector>
 
 #include "config.h"
-#include "pagemap/page_map.h"
+#include "huge_page_budget.h"
 #include "pagemalloc/pagemalloc.h"
+#include "pagemap/page_map.h"
 
 namespace {
 
@@ -84,18 +87,30 @@ ChunkFlags flags_of_new_chunks(long mode) {
   return flags;
 }
 
-// Sets the thp option for the scope and restores the one before it.
+long thp_budget() {
+  long share = -1;
+  EXPECT_EQ(pm_ctl("thp_budget", &share, nullptr), 0);
+  return share;
+}
+
+// Sets the thp option and thp_budget for the scope and restores the ones before. The budget is
+// off unless asked for: what this machine's huge pages cost must not change which advice a
+// test sees.
 class ScopedThp {
  public:
-  explicit ScopedThp(long mode) : before_(thp_mode()) {
+  explicit ScopedThp(long mode, long budget = 0) : before_(thp_mode()), budget_(thp_budget()) {
     EXPECT_EQ(pm_ctl("thp", nullptr, &mode), 0);
+    EXPECT_EQ(pm_ctl("thp_budget", nullptr, &budget), 0);
   }
-  ~ScopedThp() { EXPECT_EQ(pm_ctl("thp", nullptr, &before_), 0); }
+  ~ScopedThp() {
+    EXPECT_EQ(pm_ctl("thp", nullptr, &before_), 0);
+    EXPECT_EQ(pm_ctl("thp_budget", nullptr, &budget_), 0);
+  }
   ScopedThp(const ScopedThp&) = delete;
   ScopedThp& operator=(const ScopedThp&) = delete;
 
  private:
-  long before_;
+  long before_, budget_;
 };
 
 TEST(HugePages, AutoIsTheDefault) { EXPECT_EQ(thp_mode(), 3); }
@@ -148,6 +163,78 @@ TEST(HugePages, AutoAdvisesHugePagesForSlabChunksOnly) {
   EXPECT_TRUE(has_flag(vm_flags_of(in_slab_chunk), "hg"))
       << "slab chunk's VmFlags:" << vm_flags_of(in_slab_chunk);
   EXPECT_EQ(pm_arena_destroy(arena), 0);
+}
+
+// Fills a new explicit arena's first 4 chunks with large runs, then allocates 1 KiB blocks
+// until one lies in a fifth chunk, mapped for slabs: that block (nullptr if none did).
+void* block_in_a_slab_chunk_after_four(unsigned arena) {
+  const auto chunk_of = [](const void* p) {
+    return reinterpret_cast<std::uintptr_t>(p) >> pagemalloc::kLgChunkSize;
+  };
+  std::vector<std::uintptr_t> large_chunks;
+  for (int i = 0; i < 4; ++i) {
+    void* large = pm_mallocx(kLarge, PM_ARENA(arena));
+    if (large == nullptr) return nullptr;
+    large_chunks.push_back(chunk_of(large));
+  }
+  for (int i = 0; i < 16384; ++i) {
+    void* p = pm_mallocx(1024, PM_ARENA(arena));
+    if (p == nullptr) return nullptr;
+    if (std::find(large_chunks.begin(), large_chunks.end(), chunk_of(p)) == large_chunks.end())
+      return p;
+  }
+  return nullptr;
+}
+
+// Under auto, the first touch of a chunk advised MADV_HUGEPAGE is timed (huge_page_budget.h):
+// the one chunk advised here adds one to the count of timed chunks.
+TEST(HugePages, AutoTimesTheFirstTouchOfTheChunkItAdvises) {
+  const ScopedThp automatic(3);
+  const unsigned arena = pm_arena_create();
+  ASSERT_NE(arena, 0u);
+  const auto before = pagemalloc::g_huge_page_budget.totals();
+  void* in_slab_chunk = block_in_a_slab_chunk_after_four(arena);
+  ASSERT_NE(in_slab_chunk, nullptr);
+  EXPECT_TRUE(has_flag(vm_flags_of(in_slab_chunk), "hg"));
+  const auto after = pagemalloc::g_huge_page_budget.totals();
+  EXPECT_EQ(after.touched, before.touched + 1);
+  EXPECT_EQ(after.refused, before.refused);
+  EXPECT_EQ(pm_arena_destroy(arena), 0);
+}
+
+// Under auto with a budget that fresh huge pages have overspent (charged here by hand: 1000 s
+// of faults beyond small pages' cost, far beyond 1/64 of this run), the chunk the rules would
+// advise MADV_HUGEPAGE is advised MADV_NOHUGEPAGE instead, and counted as refused.
+TEST(HugePages, AutoGivesSmallPagesOnceHugePagesHaveOverspentTheirBudget) {
+  const ScopedThp automatic(3, 64);
+  pagemalloc::g_huge_page_budget.charge(1000ULL * 1000 * 1000 * 1000);
+  const unsigned arena = pm_arena_create();
+  ASSERT_NE(arena, 0u);
+  const auto before = pagemalloc::g_huge_page_budget.totals();
+  void* in_slab_chunk = block_in_a_slab_chunk_after_four(arena);
+  ASSERT_NE(in_slab_chunk, nullptr);
+  EXPECT_TRUE(has_flag(vm_flags_of(in_slab_chunk), "nh"))
+      << "slab chunk's VmFlags:" << vm_flags_of(in_slab_chunk);
+  const auto after = pagemalloc::g_huge_page_budget.totals();
+  EXPECT_EQ(after.refused, before.refused + 1);
+  EXPECT_EQ(after.touched, before.touched);
+  EXPECT_EQ(pm_arena_destroy(arena), 0);
+  // thp_budget:0 lifts the limit for the chunks mapped from then on.
+  const long unlimited = 0;
+  ASSERT_EQ(pm_ctl("thp_budget", nullptr, &unlimited), 0);
+  const unsigned second = pm_arena_create();
+  ASSERT_NE(second, 0u);
+  void* unlimited_block = block_in_a_slab_chunk_after_four(second);
+  ASSERT_NE(unlimited_block, nullptr);
+  EXPECT_TRUE(has_flag(vm_flags_of(unlimited_block), "hg"));
+  EXPECT_EQ(pm_arena_destroy(second), 0);
+}
+
+TEST(HugePages, ThpBudgetDefaultsTo64AndRefusesANegativeShare) {
+  EXPECT_EQ(thp_budget(), 64);
+  const long negative = -1;
+  EXPECT_EQ(pm_ctl("thp_budget", nullptr, &negative), EINVAL);
+  EXPECT_EQ(thp_budget(), 64);
 }
 
 // Under auto, a large run among more pages of slabs (an interpreter's heap, whose tables grow
@@ -227,7 +314,10 @@ TEST(HugePages, CtlRefusesAnUnknownMode) {
 // PAGEMALLOC_CONF's entries as the first call would apply them; stderr is captured.
 class ConfTest : public ::testing::Test {
  protected:
-  void TearDown() override { pagemalloc::options().thp = saved_; }
+  void TearDown() override {
+    pagemalloc::options().thp = saved_;
+    pagemalloc::options().thp_budget = saved_budget_;
+  }
   static std::string apply(const char* conf) {
     ::testing::internal::CaptureStderr();
     pagemalloc::apply_conf(conf);
@@ -240,6 +330,7 @@ class ConfTest : public ::testing::Test {
         << "more than one warning: " << out;
   }
   pagemalloc::HugePages saved_ = pagemalloc::options().thp.load();
+  long saved_budget_ = pagemalloc::options().thp_budget.load();
 };
 
 TEST_F(ConfTest, ThpTakesItsFourValues) {
@@ -252,6 +343,18 @@ TEST_F(ConfTest, ThpTakesItsFourValues) {
   EXPECT_EQ(pagemalloc::options().thp.load(), HugePages::Always);
   EXPECT_EQ(apply("thp:auto"), "");
   EXPECT_EQ(pagemalloc::options().thp.load(), HugePages::Auto);
+}
+
+TEST_F(ConfTest, ThpBudgetTakesAShareOrZero) {
+  EXPECT_EQ(apply("thp_budget:0"), "");
+  EXPECT_EQ(pagemalloc::options().thp_budget.load(), 0);
+  EXPECT_EQ(apply("thp_budget:16"), "");
+  EXPECT_EQ(pagemalloc::options().thp_budget.load(), 16);
+  expect_one_warning(apply("thp_budget:-2"),
+                     "PAGEMALLOC_CONF: bad value in 'thp_budget:-2' ignored");
+  expect_one_warning(apply("thp_budget:half"),
+                     "PAGEMALLOC_CONF: bad value in 'thp_budget:half' ignored");
+  EXPECT_EQ(pagemalloc::options().thp_budget.load(), 16);
 }
 
 TEST_F(ConfTest, ABadValueWarnsOnceAndChangesNothing) {

@@ -74,6 +74,14 @@ int pm_ctl(const char* name, long* old_value, const long* new_value) {
     }
     return 0;
   }
+  if (key == "thp_budget") {  // N: 1/N of the run time; 0: no limit (config.h)
+    if (old_value != nullptr) *old_value = o.thp_budget.load();
+    if (new_value != nullptr) {
+      if (*new_value < 0) return EINVAL;
+      o.thp_budget = *new_value;
+    }
+    return 0;
+  }
   if (key == "background_thread") {  // 0 or 1: 1 starts it now (decay.h)
     if (old_value != nullptr) *old_value = o.background_thread.load() ? 1 : 0;
     if (new_value != nullptr) {

@@ -7,8 +7,10 @@
 // advice the thp option asks for (config.h), which under thp:auto depends on how densely the
 // chunk will be used: the arena says, before each run it asks for, whether the run is a slab
 // or a large run among as many pages of slabs (dense), or a large run that may be touched at
-// one byte in a thousand (ChunkUse). In a design that validates frees (kValidateFree), it also
-// keeps the chunks in an address tree that every free searches (chunk_tree.h).
+// one byte in a thousand (ChunkUse), and, for a chunk it advises MADV_HUGEPAGE, on what such
+// chunks' faults have cost so far (huge_page_budget.h). In a design that validates frees
+// (kValidateFree), it also keeps the chunks in an address tree that every free searches
+// (chunk_tree.h).
 #pragma once
 
 #include <cstddef>
@@ -20,8 +22,10 @@
 #include "build_config.h"
 #include "chunk_list.h"
 #include "chunk_tree.h"
+#include "clock.h"
 #include "config.h"
 #include "huge.h"
+#include "huge_page_budget.h"
 
 namespace pagemalloc {
 
@@ -94,13 +98,14 @@ class Allocator<Config>::ChunkPal {
   // its first kSmallPageChunks: a heap that stays within them (a small program) gains little from
   // huge pages, and would pay for the unused part of its newest chunk. Nor does a chunk that may be
   // used sparsely (ChunkUse), nor any chunk of an arena told to avoid them (the automatic
-  // arenas after the first: automatic_arenas.h).
+  // arenas after the first: automatic_arenas.h). Nor, once what fresh huge pages cost exceeds
+  // its budget (huge_page_budget.h), does any chunk until the budget allows one again.
   static constexpr std::size_t kSmallPageChunks = 4;
   void advise_huge_pages(void* p, std::size_t bytes, std::size_t chunks_before) const {
     switch (options().thp.load(std::memory_order_relaxed)) {
       case HugePages::Auto:
         if (huge_pages_under_auto_ && chunks_before >= kSmallPageChunks && use_ == ChunkUse::Dense)
-          return LinuxPal::prefer_huge_pages(p, bytes);
+          return advise_within_budget(p, bytes);
         return LinuxPal::avoid_huge_pages(p, bytes);
       case HugePages::Always:
         if (chunks_before != 0) LinuxPal::prefer_huge_pages(p, bytes);
@@ -108,6 +113,21 @@ class Allocator<Config>::ChunkPal {
       case HugePages::Never: return LinuxPal::avoid_huge_pages(p, bytes);
       case HugePages::Default: return;
     }
+  }
+
+  // MADV_HUGEPAGE if the budget allows it, and the chunk's first touch timed and charged: the
+  // run manager writes the chunk's header there next, so the fault is one it would take anyway
+  // (a zero written over the mapping's zero changes nothing).
+  static void advise_within_budget(void* p, std::size_t bytes) {
+    HugePageBudget& budget = g_huge_page_budget;
+    if (!budget.allows(now_ns(), options().thp_budget.load(std::memory_order_relaxed))) {
+      budget.count_refusal();
+      return LinuxPal::avoid_huge_pages(p, bytes);
+    }
+    LinuxPal::prefer_huge_pages(p, bytes);
+    const std::uint64_t before = now_ns();
+    *static_cast<volatile std::byte*>(p) = std::byte{0};
+    budget.charge(now_ns() - before);
   }
 
   const void* arena_;

@@ -1,4 +1,5 @@
-// A coarse monotonic clock in milliseconds, for the decay (a vDSO call, no system call).
+// Monotonic clocks (a vDSO call, no system call): a coarse one in milliseconds for the decay,
+// a fine one in nanoseconds for timing a page fault (huge_page_budget.h).
 #pragma once
 
 #include <time.h>
@@ -20,15 +21,25 @@ using ClockFunction = int (*)(clockid_t, timespec*);
 ClockFunction find_clock();
 inline constinit std::atomic<ClockFunction> g_clock{nullptr};
 
-inline std::uint64_t now_ms() {
+inline ClockFunction clock_function() {
   ClockFunction clock = g_clock.load(std::memory_order_relaxed);
   if (clock == nullptr) [[unlikely]] {  // the first call: every thread finds the same one
     clock = find_clock();
     g_clock.store(clock, std::memory_order_relaxed);
   }
+  return clock;
+}
+
+inline std::uint64_t now_ms() {
   timespec ts{};
-  clock(CLOCK_MONOTONIC_COARSE, &ts);
+  clock_function()(CLOCK_MONOTONIC_COARSE, &ts);
   return std::uint64_t(ts.tv_sec) * 1000 + std::uint64_t(ts.tv_nsec) / 1000000;
+}
+
+inline std::uint64_t now_ns() {
+  timespec ts{};
+  clock_function()(CLOCK_MONOTONIC, &ts);
+  return std::uint64_t(ts.tv_sec) * 1000000000 + std::uint64_t(ts.tv_nsec);
 }
 
 }  // namespace pagemalloc

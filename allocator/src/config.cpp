@@ -26,7 +26,7 @@ bool parse_long(std::string_view v, long& out) {
 
 constexpr std::string_view kKeys =
     "the keys are decay_ms, checks, stats_print, stats_file, deterministic, narenas, thp, "
-    "background_thread";
+    "thp_budget, background_thread";
 
 // "PAGEMALLOC_CONF: <what> '<entry>' ignored (<valid>)", one line on stderr.
 void warn_entry(std::string_view what, std::string_view entry, std::string_view valid) {
@@ -77,6 +77,11 @@ void apply_entry(std::string_view entry) {
     else if (value == "never") o.thp = HugePages::Never;
     else if (value == "default") o.thp = HugePages::Default;
     else return warn_entry("bad value in", entry, "thp takes auto, always, never or default");
+  } else if (key == "thp_budget") {
+    if (!parse_long(value, n) || n < 0)
+      return warn_entry("bad value in", entry,
+                        "thp_budget takes 0 (no limit) or N (1/N of the run time)");
+    o.thp_budget = n;
   } else if (key == "narenas") {
     if (!parse_long(value, n) || n < 1)
       return warn_entry("bad value in", entry, "narenas takes 1 to 256");

@@ -21,6 +21,9 @@
 //                  always
 //                  (every chunk of an arena after its first MADV_HUGEPAGE), never
 //                  (MADV_NOHUGEPAGE) or default (no advice: the system's setting decides)
+//   thp_budget     N: under thp:auto, the time spent faulting in huge pages beyond what small
+//                  pages would cost stays within 1/N of the run time (default 64; 0: no
+//                  limit; huge_page_budget.h)
 //   background_thread  a thread that advances the decay every so often, so that a program
 //                  that goes idle still returns its free pages (default false; decay.h)
 //
@@ -57,8 +60,9 @@ struct Options {
   std::atomic<bool> stats_json{false};    // stats_print:json
   char stats_file[kStatsFileCapacity]{};  // empty: stderr; set only while reading the conf
   std::atomic<bool> deterministic{false};
-  std::atomic<long> narenas{0};                   // 0: the default
+  std::atomic<long> narenas{0};                 // 0: the default
   std::atomic<HugePages> thp{HugePages::Auto};  // chunks reserved from now on
+  std::atomic<long> thp_budget{64};             // 0: no limit
   std::atomic<bool> background_thread{false};
 };
 

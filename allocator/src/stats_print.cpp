@@ -13,6 +13,7 @@
 #include "config.h"
 #include "diagnostics.h"
 #include "heap.h"
+#include "huge_page_budget.h"
 #include "pagemalloc/pagemalloc.h"
 #include "stats_format.h"
 
@@ -94,6 +95,18 @@ std::size_t pagemalloc::format_stats(char* buffer, std::size_t capacity, bool js
                       runs, s.allocated, s.active, s.mapped, s.dirty, s.retained, s.copied,
                       s.grown_in_place, s.moved, s.purged);
   std::size_t used = std::min(r.size, capacity);
+  // What thp:auto's huge pages cost (huge_page_budget.h).
+  const pagemalloc::HugePageBudget::Totals h = pagemalloc::g_huge_page_budget.totals();
+  auto huge = json ? fmt::format_to_n(buffer + used, capacity - used,
+                                      ", \"huge_pages\": {{\"advised\": {}, \"refused\": {}, "
+                                      "\"charged_ns\": {}}}",
+                                      h.touched, h.refused, h.charged_ns)
+                   : fmt::format_to_n(buffer + used, capacity - used,
+                                      "  huge pages      {:>16} chunks advised (thp:auto)\n"
+                                      "                  {:>16} chunks refused by thp_budget\n"
+                                      "                  {:>16} ns of faults charged to it\n",
+                                      h.touched, h.refused, h.charged_ns);
+  used += std::min(huge.size, capacity - used);
   // A build with counting (PAGEMALLOC_COUNTERS) adds what its run managers did.
   if constexpr (pagemalloc::kCountersEnabled) {
     const pagemalloc::RunCounterValues c = pagemalloc::heap().run_counters();
