@@ -1,7 +1,8 @@
 // Where a thread cache keeps its stacks (thread_cache.h): every class's first stack in one
 // packed area, so that a thread using many classes touches few pages of its record; a stack
-// that grows a little moves to a second packed area, one that grows more to room of its own.
-// And the order it hands a refill out in: ascending addresses, as the slab holds them.
+// that grows a little moves to a second packed area, one that grows more to room of its own,
+// and only a bin its thread refilled since its last flush grows. And the order it hands a refill
+// out in: ascending addresses, as the slab holds them.
 #include <gtest/gtest.h>
 
 #include <pagemalloc/pagemalloc.h>
@@ -86,7 +87,8 @@ TEST(ThreadCacheLayout, AGrowingStackMovesToPackedRoomThenToItsOwn) {
     for (void*& p : blocks) p = pm_malloc(kSize);
     const ThreadCache* cache = ThreadCache::current();
     ASSERT_NE(cache, nullptr);
-    EXPECT_EQ(cache->stack_offset(kClass), pagemalloc::kCacheInitialOffsets[kClass] * sizeof(void*));
+    EXPECT_EQ(cache->stack_offset(kClass),
+              pagemalloc::kCacheInitialOffsets[kClass] * sizeof(void*));
     EXPECT_EQ(cache->limit(kClass), ThreadCache::initial_limit(kClass));
     std::size_t freed = 0;
     while (cache->limit(kClass) == ThreadCache::initial_limit(kClass)) pm_free(blocks[freed++]);
@@ -106,6 +108,32 @@ TEST(ThreadCacheLayout, AGrowingStackMovesToPackedRoomThenToItsOwn) {
     // Last first: regions freed come back last freed first (a stack, and the arena's stash
     // when the thread exits), so a repeat of this test in the process gets the same order.
     for (auto p = blocks.rbegin(); p != blocks.rend(); ++p) pm_free(*p);
+  });
+  thread.join();
+}
+
+// A bin grows only for a thread that allocates from it: one whose regions all came back from
+// a flush (pm_purge here; in a program, a thread that frees what another thread of its arena
+// allocated) flushes half its stack when it fills instead of growing, so that a thread that only
+// frees keeps no more than its first limit. The same frees after a refill grow it.
+TEST(ThreadCacheLayout, ABinGrowsOnlyIfItsThreadRefilledItSinceItsLastFlush) {
+  if (!pagemalloc::BuildConfig::kThreadCaches) GTEST_SKIP() << "a design without thread caches";
+  constexpr std::size_t kSize = 64;
+  constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
+  std::thread thread([&] {
+    std::vector<void*> blocks(1000);
+    for (void*& p : blocks) p = pm_malloc(kSize);
+    const ThreadCache* cache = ThreadCache::current();
+    ASSERT_NE(cache, nullptr);
+    pm_purge();  // flushes the thread's cache: no refill since
+    for (void* p : blocks) pm_free(p);
+    EXPECT_EQ(cache->limit(kClass), ThreadCache::initial_limit(kClass))
+        << "a bin that only took frees since its last flush grew";
+    for (void*& p : blocks) p = pm_malloc(kSize);  // refills
+    for (void* p : blocks) pm_free(p);
+    EXPECT_GT(cache->limit(kClass), ThreadCache::initial_limit(kClass))
+        << "a bin its thread refilled did not grow when the thread freed more than it held";
+    pm_purge();
   });
   thread.join();
 }

@@ -5,7 +5,9 @@
 // for the larger classes) and grows, as tcmalloc's free lists do, when a thread frees more of
 // that class than it holds: an overflow raises the class's limit (doubling it, up to
 // capacity(class)) while the thread's budget allows, and only flushes when it does not. A bin
-// holding regions of other arenas (below) grows only while the thread allocates from it. The
+// grows only while the thread allocates from it: its own regions if it refilled since its last
+// flush (a thread that frees what others of its arena allocated keeps no more than its first
+// limit), regions of other arenas (below) if it popped them. The
 // budget, kBudgetBytes, bounds the bytes by which one thread's limits may grow above their
 // initial ones. A stack starts in a packed area that holds every class's initial limit one
 // after another (some 18 KiB: a thread that uses a few dozen classes touches a few pages of

@@ -176,10 +176,12 @@ void Allocator<Config>::ThreadCache::push_overflowing(unsigned size_class, void*
   const unsigned room = capacity(size_class) - bin.limit;
   const unsigned step = bin.limit < room ? bin.limit : room;
   std::uint32_t count = bin.count.load(std::memory_order_relaxed);
-  // A bin that holds other arenas' regions grows only if the thread popped from it since its
-  // last flush or growth: one that only frees what others allocated would keep memory its
-  // owners cannot reuse.
-  if (step != 0 && (!use.mixed || use.popped) && grown_bytes_ + step * size <= kBudgetBytes) {
+  // A bin grows only for a thread that allocates from it: one of the thread's own regions if
+  // it refilled since its last flush, one that holds other arenas' regions if the thread popped
+  // from it since its last flush or growth. A thread that only frees what others allocated
+  // (a consumer) would keep memory their arenas cannot reuse, its own arena's too.
+  if (step != 0 && (use.mixed ? use.popped : use.refilled) &&
+      grown_bytes_ + step * size <= kBudgetBytes) {
     const unsigned limit = bin.limit + step;
     void** own_room = grown_slots_ + kCacheSlotOffsets[size_class];
     if (bin.slots != own_room) {  // moves, to a packed room for the new limit or to its own
