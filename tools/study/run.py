@@ -34,6 +34,9 @@ Parts (all by default, in this order):
                   200 MB burst (with small calls going on, and idle), small C programs in the
                   patterns of mimalloc-bench's; peak RSS under every allocator by LD_PRELOAD
                   and pagemalloc's criteria (papers/memory)
+  huge-pages      a heap built fast and read in random order (short and long runs) under
+                  pagemalloc with its huge-page budget, without the limit, and with small pages
+                  only: what the budget gives and takes (papers/memory/huge_pages.md)
 
 It builds the presets of CMakePresets.json it needs (release = the pagemap variant, hybrid,
 rbtree, trace = the tracing drop-in), only the targets it runs; raw results go to results/
@@ -53,6 +56,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import arrow  # noqa: E402
 import cross_thread  # noqa: E402
 import design_sweep  # noqa: E402
+import huge_pages  # noqa: E402
 import instructions  # noqa: E402
 import memory  # noqa: E402
 import profiles  # noqa: E402
@@ -62,7 +66,7 @@ from allocators import VARIANTS, build_directory, dropin  # noqa: E402
 from common import RESULTS, ROOT, log, machine, read_json, run, write_json  # noqa: E402
 
 PARTS = ["arrow", "tree-overhead", "tree-overhead-2008", "workloads", "real-programs", "cross-thread", "instructions",
-         "profiles", "memory"]
+         "profiles", "memory", "huge-pages"]
 # The parts that run every run-manager variant's build (the others need the release tree only).
 VARIANT_PARTS = {"arrow", "tree-overhead", "workloads", "real-programs"}
 BENCHMARKS = ["small_chunks_bench", "large_blocks_bench", "arrow_builder_bench"]
@@ -89,6 +93,8 @@ def build_everything(parts):
         release_targets += instructions.TARGETS
     if "memory" in parts:
         release_targets += memory.TARGETS
+    if "huge-pages" in parts:
+        release_targets += huge_pages.TARGETS
     build("release", release_targets)
     for variant in VARIANTS[1:] if variants else []:
         build(variant, ["pagemalloc", *BENCHMARKS])
@@ -171,6 +177,9 @@ def main():
         summary += profiles.report(info, profiles.measure(args.quick, args.seed)) + [""]
     if "memory" in parts:
         summary += memory.report(info, memory.measure(args.quick, args.rounds, args.seed)) + [""]
+    if "huge-pages" in parts:
+        summary += huge_pages.report(info, huge_pages.measure(args.quick, args.rounds,
+                                                              args.seed)) + [""]
     text = "\n".join(summary)
     (RESULTS / "summary.md").write_text(
         "# Study summary\n\n```\n" + text + "\n```\n")
