@@ -12,6 +12,7 @@ import json
 import math
 import os
 import platform
+import random
 import shlex
 import statistics
 import subprocess
@@ -119,6 +120,19 @@ def write_json(path, data):
 
 def read_json(path):
     return json.loads(Path(path).read_text())
+
+
+def shuffled_rounds(entries, rounds, seed, part, describe=None):
+    """Yields (round number, the entries in an order shuffled from the seed and the round), so
+    that a run can be repeated; logs each round as it starts (describe: one entry's name, to
+    list the order; else the count)."""
+    for round_number in range(rounds):
+        order = list(entries)
+        random.Random(seed * 1000 + round_number).shuffle(order)
+        listed = (", ".join(describe(e) for e in order) if describe
+                  else f"({len(order)} processes)")
+        log(f"{part}: round {round_number + 1}/{rounds}{':' if describe else ''} {listed}")
+        yield round_number, order
 
 
 def median(values):

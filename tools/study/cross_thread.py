@@ -37,14 +37,13 @@ the verdicts), papers/cross-thread/cross_thread.png and papers/cross-thread/summ
 
 import dataclasses
 import os
-import random
 import re
 import tempfile
 
 from allocators import PEERS, build_directory
 from launched import run_launched
 from common import (PAPERS, RESULTS, fmt_ratio, log, machine_line, markdown_table, median, ratio,
-                    text_table, write_json)
+                    shuffled_rounds, text_table, write_json)
 
 PAPER = PAPERS / "cross-thread"
 ALLOCATORS = PEERS + ["pagemalloc"]
@@ -114,10 +113,7 @@ def measure(quick, rounds, seed):
     entries = [(p, a) for p in PROGRAMS for a in ALLOCATORS]
     load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="cross_thread.") as scratch:
-        for round_number in range(rounds):
-            order = list(entries)
-            random.Random(seed * 1000 + round_number).shuffle(order)
-            log(f"cross-thread: round {round_number + 1}/{rounds} ({len(order)} processes)")
+        for round_number, order in shuffled_rounds(entries, rounds, seed, "cross-thread"):
             for program, allocator in order:
                 sample = run_once(program, allocator, quick, scratch)
                 sample["round"] = round_number

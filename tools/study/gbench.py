@@ -13,11 +13,10 @@ and "BM_SmallChunks<Pagemalloc>/chunk_size:16" are both the case
 """
 
 import dataclasses
-import random
 import re
 from pathlib import Path
 
-from common import RESULTS, log, read_json, run
+from common import RESULTS, log, read_json, run, shuffled_rounds
 
 TEMPLATE_ARGUMENT = re.compile(r"<[^<>]*(?:<[^<>]*>[^<>]*)*>")
 
@@ -52,10 +51,8 @@ def run_rounds(study, entries, rounds, seed, extra_args=()):
     directory = RESULTS / "raw" / study
     directory.mkdir(parents=True, exist_ok=True)
     outputs = {entry.label: [] for entry in entries}
-    for round_number in range(rounds):
-        order = list(entries)
-        random.Random(seed * 1000 + round_number).shuffle(order)
-        log(f"{study}: round {round_number + 1}/{rounds}: {', '.join(e.label for e in order)}")
+    for round_number, order in shuffled_rounds(entries, rounds, seed, study,
+                                               describe=lambda e: e.label):
         for entry in order:
             out = directory / f"{entry.label}.{round_number}.json"
             env = {"LD_PRELOAD": str(entry.preload)} if entry.preload else {}

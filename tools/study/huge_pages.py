@@ -26,12 +26,11 @@ papers/memory/huge_pages.png.
 """
 
 import dataclasses
-import random
 import tempfile
 
 from allocators import build_directory
 from common import (PAPERS, RESULTS, fmt_ratio, log, machine_line, markdown_table, median, ratio,
-                    text_table, write_json)
+                    shuffled_rounds, text_table, write_json)
 from launched import run_launched
 
 PAPER = PAPERS / "memory"
@@ -74,10 +73,7 @@ def measure(quick, rounds, seed):
     samples = {s.name: {t.name: [] for t in SETTINGS} for s in SIZES}
     entries = [(s, t) for s in SIZES for t in SETTINGS]
     with tempfile.TemporaryDirectory(prefix="huge_pages.") as scratch:
-        for round_number in range(rounds):
-            order = list(entries)
-            random.Random(seed * 1000 + round_number).shuffle(order)
-            log(f"huge-pages: round {round_number + 1}/{rounds} ({len(order)} processes)")
+        for round_number, order in shuffled_rounds(entries, rounds, seed, "huge-pages"):
             for size, setting in order:
                 arguments = size.quick_arguments if quick else size.arguments
                 settings = [f"PAGEMALLOC_CONF={setting.conf}"] if setting.conf else []

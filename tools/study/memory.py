@@ -33,14 +33,13 @@ papers/memory/summary.json.
 """
 
 import dataclasses
-import random
 import tempfile
 from pathlib import Path
 
 from allocators import PEERS, build_directory
 from launched import run_launched
-from common import (PAPERS, RESULTS, fmt_ratio, geomean, log, machine_line, markdown_table,
-                    median, ratio, text_table, write_json)
+from common import (PAPERS, RESULTS, fmt_ratio, geomean, log, machine_line, markdown_table, median,
+                    ratio, shuffled_rounds, text_table, write_json)
 
 PAPER = PAPERS / "memory"
 ALLOCATORS = PEERS + ["pagemalloc"]
@@ -155,10 +154,7 @@ def measure(quick, rounds, seed):
     samples = {p.name: {a: [] for a in ALLOCATORS} for p in PROGRAMS}
     entries = [(p, a) for p in PROGRAMS for a in ALLOCATORS]
     with tempfile.TemporaryDirectory(prefix="memory.") as scratch:
-        for round_number in range(rounds):
-            order = list(entries)
-            random.Random(seed * 1000 + round_number).shuffle(order)
-            log(f"memory: round {round_number + 1}/{rounds} ({len(order)} processes)")
+        for round_number, order in shuffled_rounds(entries, rounds, seed, "memory"):
             for program, allocator in order:
                 sample = run_once(program, allocator, quick, scratch)
                 sample["round"] = round_number
