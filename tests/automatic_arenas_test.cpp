@@ -1,5 +1,6 @@
-// The automatic arenas' default count (automatic_arenas.h): one per CPU the process may run
-// on, at most kMaxDefaultArenas, the mask read by the system call rather than through glibc.
+// The automatic arenas' default count (automatic_arenas.h): one per two CPUs the process may
+// run on (at least one), at most kMaxDefaultArenas, the mask read by the system call rather
+// than through glibc.
 #include <gtest/gtest.h>
 
 #include <sched.h>
@@ -12,14 +13,15 @@ namespace {
 
 using pagemalloc::AutomaticArenas;
 
-TEST(AutomaticArenas, TheDefaultCountIsOnePerCpuOfTheAffinityMaskOrTheDesigns) {
+TEST(AutomaticArenas, TheDefaultCountIsOnePerTwoCpusOfTheAffinityMaskOrTheDesigns) {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   ASSERT_EQ(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
+  const unsigned per_two_cpus = std::max(1u, unsigned(CPU_COUNT(&cpus)) / 2);
   const unsigned expected =
       pagemalloc::BuildConfig::kArenas != 0  // a design that fixes the number (presets.h)
           ? pagemalloc::BuildConfig::kArenas
-          : std::min(unsigned(CPU_COUNT(&cpus)), AutomaticArenas::kMaxDefaultArenas);
+          : std::min(per_two_cpus, AutomaticArenas::kMaxDefaultArenas);
   EXPECT_EQ(AutomaticArenas::default_count(), expected);
 }
 

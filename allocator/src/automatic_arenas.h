@@ -8,13 +8,18 @@
 // heap's initialization:
 //
 //   narenas:N          N arenas (at most kMaxArenas)
-//   default            one per CPU the process may run on, at most 64 (jemalloc: four per CPU;
-//                      tcmalloc: one central heap behind its caches). With more arenas than
-//                      CPUs, threads that hand blocks to each other spread them over arenas
-//                      that each keep their own freed pages and partly used slabs: on 2 CPUs,
-//                      eight arenas instead of two held up to 1.3 x the memory and took up to
-//                      1.2 x the time in the cross-thread programs, though xmalloc's pairs
-//                      ran in 0.75 x the time with eight (papers/cross-thread).
+//   default            one per two CPUs the process may run on (one on 1 or 2 CPUs), at most
+//                      64 (jemalloc: four per CPU; tcmalloc: one central heap behind its
+//                      caches). A block that a thread of another arena frees takes the
+//                      foreign path (a mixed cache bin, the owner's ring), dearer than a free
+//                      into the thread's own arena; and threads that hand blocks to each other
+//                      spread them over arenas that each keep their own freed pages and partly
+//                      used slabs. On 2 CPUs, eight arenas instead of two held up to 1.3 x the
+//                      memory and took up to 1.2 x the time in the cross-thread programs, and
+//                      one instead of two took 0.76 x the time in oversubscribed and sh8bench
+//                      and 0.8 x in larson, with less memory, though 1.3 x in xmalloc, whose
+//                      eight threads then share one lock (papers/cross-thread,
+//                      docs/measurements.md). Measured on 2 CPUs only.
 //   deterministic      one: the same calls give the same layout on every run
 //
 // Arena 0 is part of the heap's static storage, constructed there by start() (until then the
@@ -60,7 +65,8 @@ class Allocator<Config>::AutomaticArenas {
     count_.store(1, std::memory_order_release);
   }
 
-  // One per CPU of the process's affinity mask, at most kMaxDefaultArenas; or as many as the
+  // One per two CPUs of the process's affinity mask (at least one), at most kMaxDefaultArenas;
+  // or as many as the
   // design says (Config::kArenas, when not 0).
   static unsigned default_count();
   // Sets the number of arenas (clamped to 1 .. kMaxArenas). Requires: called once, after

@@ -25,8 +25,8 @@ unsigned Allocator<Config>::AutomaticArenas::default_count() {
   const long bytes = ::syscall(SYS_sched_getaffinity, 0, sizeof(mask), mask);
   unsigned n = 0;
   for (long i = 0; i < bytes / long(sizeof(mask[0])); ++i) n += unsigned(std::popcount(mask[i]));
-  const unsigned per_cpu = n < 1 ? 1 : n;
-  return per_cpu < kMaxDefaultArenas ? per_cpu : kMaxDefaultArenas;
+  const unsigned per_two_cpus = n < 2 ? 1 : n / 2;
+  return per_two_cpus < kMaxDefaultArenas ? per_two_cpus : kMaxDefaultArenas;
 }
 
 // A new thread takes the mapped arena that the fewest live threads use, and maps another

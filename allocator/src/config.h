@@ -8,7 +8,7 @@
 //   stats_file     where stats_print writes (appended; "%p" becomes the process id) instead of
 //                  stderr, which many programs close before they exit
 //   deterministic  the same call sequence gives the same layout on every run (one arena)
-//   narenas        number of automatic arenas (default 0: one per CPU, at most 64;
+//   narenas        number of automatic arenas (default 0: one per two CPUs, at most 64;
 //                  automatic_arenas.h); above kMaxNarenas it is warned about and lowered
 //   thp            transparent huge pages for arena chunks, as jemalloc's opt.thp:
 //                  auto (the default: a chunk mapped for slabs, or for a large run while the
