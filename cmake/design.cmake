@@ -7,7 +7,7 @@
 #   PAGEMALLOC_RUNS                pagemap | hybrid | rbtree
 #   PAGEMALLOC_THREAD_CACHES       ON | OFF
 #   PAGEMALLOC_TRANSFER_STASH      ON | OFF
-#   PAGEMALLOC_ARENAS              0 (one per CPU) | N
+#   PAGEMALLOC_ARENAS              0 (one per two CPUs) | N
 #   PAGEMALLOC_MAX_SMALL_SIZE      2048 | 16384
 #   PAGEMALLOC_RELEASE_CURRENT_SLAB ON | OFF
 #   PAGEMALLOC_ALLOCATED_RUNS_TREE ON | OFF
@@ -23,7 +23,7 @@ set(PAGEMALLOC_RUNS "" CACHE STRING "run manager: pagemap | hybrid | rbtree (emp
 set_property(CACHE PAGEMALLOC_RUNS PROPERTY STRINGS "" pagemap hybrid rbtree)
 set(PAGEMALLOC_THREAD_CACHES "" CACHE STRING "per-thread caches of small blocks: ON | OFF (empty: the preset's)")
 set(PAGEMALLOC_TRANSFER_STASH "" CACHE STRING "arenas stash the regions caches return: ON | OFF (empty: the preset's)")
-set(PAGEMALLOC_ARENAS "" CACHE STRING "automatic arenas by default: 0 (one per CPU) or N (empty: the preset's)")
+set(PAGEMALLOC_ARENAS "" CACHE STRING "automatic arenas by default: 0 (one per two CPUs) or N (empty: the preset's)")
 set(PAGEMALLOC_MAX_SMALL_SIZE "" CACHE STRING "largest slab size: 2048 | 16384 (empty: the preset's)")
 set(PAGEMALLOC_RELEASE_CURRENT_SLAB "" CACHE STRING
     "release a bin's current slab when it empties: ON | OFF (empty: the preset's)")
