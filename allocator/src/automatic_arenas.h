@@ -66,8 +66,7 @@ class Allocator<Config>::AutomaticArenas {
   }
 
   // One per two CPUs of the process's affinity mask (at least one), at most kMaxDefaultArenas;
-  // or as many as the
-  // design says (Config::kArenas, when not 0).
+  // or as many as the design says (Config::kArenas, when not 0).
   static unsigned default_count();
   // Sets the number of arenas (clamped to 1 .. kMaxArenas). Requires: called once, after
   // start(), before any thread was given an arena.

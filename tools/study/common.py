@@ -140,6 +140,15 @@ def median(values):
     return statistics.median(values) if values else None
 
 
+def medians_of(samples, metrics):
+    """{metric: median over the samples that succeeded} for each metric, and "failed": how many
+    did not."""
+    good = [s for s in samples if s["ok"]]
+    out = {metric: median([s.get(metric) for s in good]) for metric in metrics}
+    out["failed"] = len(samples) - len(good)
+    return out
+
+
 def geomean(values):
     values = [v for v in values if v is not None and v > 0]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None

@@ -42,8 +42,8 @@ import tempfile
 
 from allocators import PEERS, build_directory
 from launched import run_launched
-from common import (PAPERS, RESULTS, fmt_ratio, log, machine_line, markdown_table, median, ratio,
-                    shuffled_rounds, text_table, write_json)
+from common import (PAPERS, RESULTS, fmt_ratio, log, machine_line, markdown_table, median,
+                    medians_of, ratio, shuffled_rounds, text_table, write_json)
 
 PAPER = PAPERS / "cross-thread"
 ALLOCATORS = PEERS + ["pagemalloc"]
@@ -137,8 +137,7 @@ METRICS = ["wall_s", "user_s", "sys_s", "maxrss_mib", "voluntary_switches",
 def medians(samples):
     """{metric: median over the successful samples}, and the number of failed ones."""
     good = [s for s in samples if s["ok"]]
-    out = {metric: median([s[metric] for s in good]) for metric in METRICS}
-    out["failed"] = len(samples) - len(good)
+    out = medians_of(samples, METRICS)
     out["switches"] = median([s["voluntary_switches"] + s["involuntary_switches"] for s in good])
     flights = [s["in_flight_mib"] for s in good if "in_flight_mib" in s]
     out["in_flight_mib"] = median(flights) if flights else None

@@ -16,7 +16,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from common import RESULTS, log, read_json, run, shuffled_rounds
+from common import RESULTS, read_json, run, shuffled_rounds
 
 TEMPLATE_ARGUMENT = re.compile(r"<[^<>]*(?:<[^<>]*>[^<>]*)*>")
 

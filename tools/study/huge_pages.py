@@ -29,8 +29,8 @@ import dataclasses
 import tempfile
 
 from allocators import build_directory
-from common import (PAPERS, RESULTS, fmt_ratio, log, machine_line, markdown_table, median, ratio,
-                    shuffled_rounds, text_table, write_json)
+from common import (PAPERS, RESULTS, f_or_dash, fmt_ratio, log, machine_line, markdown_table,
+                    medians_of, ratio, shuffled_rounds, text_table, write_json)
 from launched import run_launched
 
 PAPER = PAPERS / "memory"
@@ -94,11 +94,7 @@ def measure(quick, rounds, seed):
 
 
 def medians(samples):
-    good = [s for s in samples if s["ok"]]
-    out = {m: median([s.get(m) for s in good])
-           for m in ("wall_s", "user_s", "sys_s", "maxrss_mib", "built_s", "read_s")}
-    out["failed"] = len(samples) - len(good)
-    return out
+    return medians_of(samples, ("wall_s", "user_s", "sys_s", "maxrss_mib", "built_s", "read_s"))
 
 
 def figure(table, path):
@@ -133,10 +129,10 @@ def report(info, data):
         best_other = min((w for w in others if w is not None), default=None)
         r = None if by["budget"]["failed"] else ratio(by["budget"]["wall_s"], best_other)
         verdicts[size] = r is not None and r <= LIMIT
-        rows = [[t, f"{m['wall_s']:.2f}", f"{m['user_s']:.2f}", f"{m['sys_s']:.2f}",
-                 f"{m['built_s']:.2f}", f"{m['read_s']:.2f}", f"{m['maxrss_mib']:.0f}",
-                 str(m["failed"])]
-                for t, m in by.items() if m["wall_s"] is not None]
+        rows = [[t, *(f_or_dash(m[k], 2) for k in ("wall_s", "user_s", "sys_s", "built_s",
+                                                   "read_s")),
+                 f_or_dash(m["maxrss_mib"], 0), str(m["failed"])]
+                for t, m in by.items()]
         arguments = " ".join(data["sizes"][size]["arguments"])
         sections += [f"## The {size} run (`pointer_chase {arguments}`)", "",
                      markdown_table(["setting", "wall s", "user s", "sys s", "building s",

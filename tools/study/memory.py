@@ -38,8 +38,8 @@ from pathlib import Path
 
 from allocators import PEERS, build_directory
 from launched import run_launched
-from common import (PAPERS, RESULTS, fmt_ratio, geomean, log, machine_line, markdown_table, median,
-                    ratio, shuffled_rounds, text_table, write_json)
+from common import (PAPERS, RESULTS, fmt_ratio, geomean, log, machine_line, markdown_table,
+                    medians_of, ratio, shuffled_rounds, text_table, write_json)
 
 PAPER = PAPERS / "memory"
 ALLOCATORS = PEERS + ["pagemalloc"]
@@ -172,12 +172,8 @@ def measure(quick, rounds, seed):
 
 
 def medians(samples):
-    good = [s for s in samples if s["ok"]]
-    out = {metric: median([s.get(metric) for s in good])
-           for metric in ("maxrss_mib", "wall_s", "user_s", "sys_s", "burst_kib",
-                          "resident_at_deadline_kib", "last_kib")}
-    out["failed"] = len(samples) - len(good)
-    return out
+    return medians_of(samples, ("maxrss_mib", "wall_s", "user_s", "sys_s", "burst_kib",
+                                "resident_at_deadline_kib", "last_kib"))
 
 
 def median_curve(samples):
