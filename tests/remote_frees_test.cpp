@@ -267,6 +267,39 @@ TEST(ArenaRemoteFrees, AThreadThatPopsOthersRegionsKeepsThemAndItsBinGrows) {
   EXPECT_EQ(problem, nullptr) << problem;
 }
 
+// A thread whose bin of a class only takes frees flushes it whole (thread_cache.h); when the
+// free that overflows it is of another arena's block, that block stays marked as foreign in
+// the emptied bin and goes back to its own arena, not into the thread's arena's stash.
+TEST(ArenaRemoteFrees, AForeignFreeThatEmptiesAConsumersBinReturnsToItsArena) {
+  if (!pagemalloc::BuildConfig::kThreadCaches)
+    GTEST_SKIP() << "a design without thread caches frees every block to its arena at once";
+  constexpr std::size_t kSize = 320;
+  constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
+  const unsigned limit = pagemalloc::ThreadCache::initial_limit(kClass);
+  void* foreign = pm_malloc(kSize);
+  ASSERT_GT(pagemalloc::heap().automatic_arena_count(), 1u);
+  const pagemalloc::Arena* mine = pagemalloc::ThreadCache::current()->arena();
+  const pagemalloc::Arena* theirs = nullptr;
+  std::thread other([&] {
+    const std::vector<void*> own = allocate_blocks(4 * limit, kSize);
+    const pagemalloc::ThreadCache* cache = pagemalloc::ThreadCache::current();
+    theirs = cache->arena();
+    pm_purge();  // a flush after refills
+    // A flush of half at limit + 1 frees, then the bin full again: its next flush is whole.
+    for (unsigned i = 0; i < limit + 1 + (limit / 2 - 1); ++i) pm_free(own[i]);
+    ASSERT_EQ(cache->cached(kClass), limit);
+    pm_free(foreign);  // overflows the bin: a whole flush, then the foreign block in it
+    EXPECT_EQ(cache->cached(kClass), 1u);
+    pm_purge();
+    for (unsigned i = limit + 1 + (limit / 2 - 1); i < own.size(); ++i) pm_free(own[i]);
+    pm_purge();
+  });
+  other.join();
+  ASSERT_NE(mine, theirs) << "the threads should have different arenas";
+  const char* problem = pagemalloc::heap().check_invariants();
+  EXPECT_EQ(problem, nullptr) << problem;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Large blocks freed while another thread holds the arena's lock.
 

@@ -37,13 +37,14 @@
 
 namespace pagemalloc {
 
-// Regions a bin's stash holds at most: 64 KiB worth, and no more than 1024.
+// Regions a bin's stash holds at most: 128 KiB worth, and no more than 2048. Four threads that
+// each flush a whole bin of their first limit (32 KiB worth, thread_cache.h) fit in it.
 constexpr unsigned stash_capacity(unsigned size_class) {
-  const unsigned by_bytes = unsigned(64 * 1024 / kAllSizeClasses[size_class].size);
-  return by_bytes < 1024 ? by_bytes : 1024;
+  const unsigned by_bytes = unsigned(128 * 1024 / kAllSizeClasses[size_class].size);
+  return by_bytes < 2048 ? by_bytes : 2048;
 }
 // The stashes of all classes, packed one after another: class c's starts at
-// kStashOffsets[c] and holds stash_capacity(c) slots (some 10,000 slots in all, for 16 KiB
+// kStashOffsets[c] and holds stash_capacity(c) slots (some 20,000 slots in all, for 16 KiB
 // slabs; a design with fewer classes takes the first kStashOffsets[its class count]).
 inline constexpr auto kStashOffsets = [] {
   std::array<unsigned, kAllClassesCount + 1> offsets{};

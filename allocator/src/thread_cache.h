@@ -17,8 +17,12 @@
 // its largest stack, reserved per class in the cache record, where it grows in place. Each
 // area's pages are touched only as stacks fill them.
 //
-// A cache is filled from its arena and flushed back to it in batches (at most half its
-// limit), under one lock acquisition each. The cache record comes from a pool (not from TLS, whose
+// A cache is filled from its arena and flushed back to it in batches of half its limit, under
+// one lock acquisition each; a bin that only flows one way takes whole ones. A bin refilled
+// kProducerRefills times in a row without a flush (a thread that allocates what others free)
+// refills its whole limit, and one flushed twice in a row without a refill (a thread that frees
+// what others allocated) flushes all it holds: twice the regions per lock where threads hand
+// blocks on through one arena. The cache record comes from a pool (not from TLS, whose
 // static size is limited); each thread holds a pointer to it. A pthread key's destructor
 // returns the regions and the record when the thread exits; a thread that is exiting, or
 // that is setting up its cache, bypasses the cache.
@@ -119,6 +123,8 @@ class Allocator<Config>::ThreadCache {
   }
   static constexpr std::size_t kBudgetBytes = 1 << 20;  // growth of one thread's limits
   static constexpr unsigned kMaxRefill = 256;           // regions per refill at most
+  // A bin refilled this many times without a flush refills its whole limit (a producer's).
+  static constexpr unsigned kProducerRefills = 3;
   static constexpr unsigned capacity(unsigned size_class) { return cache_capacity(size_class); }
 
   ThreadCache();  // leaves the slot areas unwritten (its pages stay untouched until used)
@@ -200,12 +206,13 @@ class Allocator<Config>::ThreadCache {
     if (use.mixed && count < use.foreign_mark) use.popped = true;
     // Only in a bin that the thread does not allocate from (no refill, no pop since its last
     // flush): one that does reuses the foreign regions itself. A flush of every region clears
-    // `mixed`: it is set again after, for p.
+    // `mixed`: it is set after the push, for p, so that a flush in the push (a full bin's)
+    // returns what the bin held before as what it was.
     if (use.mixed && !use.refilled && !use.popped && count >= foreign_limit(size_class) &&
         count < bin.limit)
       flush(size_class, count);
-    use.mixed = true;
     push(size_class, p);
+    use.mixed = true;
     use.foreign_mark = bin.count.load(std::memory_order_relaxed);
   }
 
@@ -242,6 +249,9 @@ class Allocator<Config>::ThreadCache {
   // For the tests: the class's limit, and where its stack lies now (the record's bytes from
   // the start of the packed area of initial limits).
   [[nodiscard]] unsigned limit(unsigned size_class) const { return bins_[size_class].limit; }
+  [[nodiscard]] unsigned cached(unsigned size_class) const {
+    return bins_[size_class].count.load(std::memory_order_relaxed);
+  }
   [[nodiscard]] std::size_t stack_offset(unsigned size_class) const {
     return std::size_t(reinterpret_cast<const std::byte*>(bins_[size_class].slots) -
                        reinterpret_cast<const std::byte*>(initial_slots_));
@@ -257,10 +267,12 @@ class Allocator<Config>::ThreadCache {
   static_assert(sizeof(Bin) == 16);
   // What only the slow paths touch of a class: how its bin holds other arenas' regions.
   struct BinUse {
-    bool mixed = false;     // may hold regions of other arenas
-    bool refilled = false;  // refilled from the arena since the last flush
-    bool popped = false;    // mixed, and popped from since the last flush or growth (its count
-                            // fell below foreign_mark)
+    bool mixed = false;                  // may hold regions of other arenas
+    bool refilled = false;               // refilled from the arena since the last flush
+    bool unrefilled_flush = false;       // the last flush came with no refill since the one before
+    std::uint8_t refills_unflushed = 0;  // refills since the last flush, up to kProducerRefills
+    bool popped = false;  // mixed, and popped from since the last flush or growth (its count
+                          // fell below foreign_mark)
     std::uint32_t foreign_mark = 0;  // count after the last foreign push, flush or growth
   };
   static ThreadCache* create(Arena& arena);

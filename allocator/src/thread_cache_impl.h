@@ -158,10 +158,16 @@ void Allocator<Config>::ThreadCache::tick_decay() {
 template <class Config>
 void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
   Bin& bin = bins_[size_class];
-  const unsigned batch = bin.limit / 2 < kMaxRefill ? bin.limit / 2 : kMaxRefill;
+  BinUse& use = uses_[size_class];
+  // Half the limit, so that frees that follow find room; the whole limit for a bin its thread
+  // only allocates from (a producer's), which takes as many regions per lock as a consumer
+  // returns.
+  const unsigned wanted = use.refills_unflushed >= kProducerRefills ? bin.limit : bin.limit / 2;
+  const unsigned batch = wanted < kMaxRefill ? wanted : kMaxRefill;
   std::uint32_t count = arena_->alloc_batch(size_class, bin.slots, batch);
   if (count == 0) return nullptr;
-  uses_[size_class].refilled = true;
+  use.refilled = true;
+  if (use.refills_unflushed < kProducerRefills) ++use.refills_unflushed;
   void* p = bin.slots[--count];
   bin.count.store(count, std::memory_order_relaxed);
   *static_cast<std::uintptr_t*>(p) = 0;
@@ -199,7 +205,11 @@ void Allocator<Config>::ThreadCache::push_overflowing(unsigned size_class, void*
     use.popped = false;
     use.foreign_mark = count;
   } else {
-    count = flush(size_class, bin.limit / 2);
+    // Half the stack, keeping the warm half; all of it for a bin its thread only frees into (a
+    // consumer's: no refill since its last flush, which had none before it either), whose
+    // regions it will not reuse: twice the regions per lock, and none held back.
+    const bool consumer = !use.refilled && use.unrefilled_flush;
+    count = flush(size_class, consumer ? count : bin.limit / 2);
   }
   bin.slots[count] = p;
   bin.count.store(count + 1, std::memory_order_relaxed);
@@ -214,7 +224,9 @@ std::uint32_t Allocator<Config>::ThreadCache::flush(unsigned size_class, unsigne
   if (use.mixed) [[unlikely]]
     return_to_owners(arena_, bin.slots, n);
   else arena_->free_batch(bin.slots, n, "free");
+  use.unrefilled_flush = !use.refilled;
   use.refilled = false;
+  use.refills_unflushed = 0;
   use.popped = false;
   for (std::uint32_t i = n; i < count; ++i) bin.slots[i - n] = bin.slots[i];
   bin.count.store(count - n, std::memory_order_relaxed);
