@@ -31,6 +31,15 @@ void on_fresh_thread(Body body) {
   thread.join();
 }
 
+// count blocks of kSize, then a flush of the thread's cache (pm_purge) after the refills that
+// gave them: the bin's next flush is not yet a consumer's.
+std::vector<void*> allocated_then_flushed(std::size_t count) {
+  std::vector<void*> blocks(count);
+  for (void*& p : blocks) p = pm_malloc(kSize);
+  pm_purge();
+  return blocks;
+}
+
 TEST(ThreadCacheBatches, ABinRefilledWithoutAFlushTakesItsWholeLimitFromItsFourthRefillOn) {
   on_fresh_thread([] {
     const unsigned limit = ThreadCache::initial_limit(kClass);
@@ -51,11 +60,9 @@ TEST(ThreadCacheBatches, ABinRefilledWithoutAFlushTakesItsWholeLimitFromItsFourt
 TEST(ThreadCacheBatches, ABinFlushedWithoutARefillBetweenFlushesAllItHolds) {
   on_fresh_thread([] {
     const unsigned limit = ThreadCache::initial_limit(kClass);
-    std::vector<void*> blocks(4 * limit);
-    for (void*& p : blocks) p = pm_malloc(kSize);
+    std::vector<void*> blocks = allocated_then_flushed(4 * limit);
     const ThreadCache* cache = ThreadCache::current();
-    ASSERT_NE(cache, nullptr);
-    pm_purge();  // a flush after refills: the next flush is not yet a consumer's
+    ASSERT_NE(cache, nullptr);  // a flush after refills: the next flush is not yet a consumer's
     unsigned freed = 0;
     while (freed < limit + 1) pm_free(blocks[freed++]);
     EXPECT_EQ(cache->cached(kClass), limit / 2 + 1)
@@ -73,11 +80,9 @@ TEST(ThreadCacheBatches, ABinFlushedWithoutARefillBetweenFlushesAllItHolds) {
 TEST(ThreadCacheBatches, ARefillEndsAConsumersRunOfWholeFlushes) {
   on_fresh_thread([] {
     const unsigned limit = ThreadCache::initial_limit(kClass);
-    std::vector<void*> blocks(4 * limit);
-    for (void*& p : blocks) p = pm_malloc(kSize);
+    std::vector<void*> blocks = allocated_then_flushed(4 * limit);
     const ThreadCache* cache = ThreadCache::current();
     ASSERT_NE(cache, nullptr);
-    pm_purge();
     for (void* p : blocks) pm_free(p);            // flushes whole from the second flush on
     ASSERT_LE(cache->cached(kClass), limit / 2);  // flushes of half would keep more
     ASSERT_EQ(cache->limit(kClass), limit);
