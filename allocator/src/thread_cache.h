@@ -135,12 +135,12 @@ class Allocator<Config>::ThreadCache {
   // always in a design without thread caches (Config::kThreadCaches).
   static ThreadCache* get(Arena& arena) {
     if constexpr (!Config::kThreadCaches) return nullptr;
-    if (current_ != nullptr) [[likely]]
-      return current_;
+    if (t_.cache != nullptr) [[likely]]
+      return t_.cache;
     return create(arena);
   }
   // The calling thread's cache if it has one.
-  static ThreadCache* current() { return Config::kThreadCaches ? current_ : nullptr; }
+  static ThreadCache* current() { return Config::kThreadCaches ? t_.cache : nullptr; }
 
   // The arena it takes regions from and returns them to; only regions of this arena enter it.
   [[nodiscard]] Arena* arena() const { return arena_; }
@@ -149,17 +149,18 @@ class Allocator<Config>::ThreadCache {
   // fast paths' test of a block to free or resize. The last chunk found so is remembered with
   // the count of ownership changes it was found under (g_ownership_changes, address_map.h):
   // while the count stays, a block in it is the arena's without a look at the address map
-  // (two dependent loads) or at the options.
+  // (two dependent loads) or at the options. Requires: this is the calling thread's cache
+  // (what it remembers is the thread's: ThreadState).
   bool owns_chunk(const void* chunk) {
-    if (reinterpret_cast<std::uintptr_t>(chunk) == owned_chunk_ &&
-        owned_under_ == g_ownership_changes.load(std::memory_order_relaxed)) [[likely]]
+    if (reinterpret_cast<std::uintptr_t>(chunk) == t_.owned_chunk &&
+        t_.owned_under == g_ownership_changes.load(std::memory_order_relaxed)) [[likely]]
       return true;
     const std::uint64_t changes = g_ownership_changes.load(std::memory_order_acquire);
     if (address_map().get(chunk) != AddressMap::tag(arena_, AddressMap::kArenaChunk) ||
         options().checks.load(std::memory_order_relaxed))
       return false;
-    owned_chunk_ = reinterpret_cast<std::uintptr_t>(chunk);
-    owned_under_ = changes;
+    t_.owned_chunk = reinterpret_cast<std::uintptr_t>(chunk);
+    t_.owned_under = changes;
     return true;
   }
 
@@ -192,7 +193,7 @@ class Allocator<Config>::ThreadCache {
       return push_overflowing(size_class, p);
     bin.slots[count] = p;
     bin.count.store(count + 1, std::memory_order_relaxed);
-    if (--ticks_left_ == 0) [[unlikely]]
+    if (--t_.ticks_left == 0) [[unlikely]]
       tick_decay();
   }
 
@@ -290,21 +291,27 @@ class Allocator<Config>::ThreadCache {
   static void return_to_owners(Arena* mine, void* const* regions, unsigned n);
 
   static constexpr std::uintptr_t kFreedKey = 0x7061'6765'6672'6565;  // "pagefree"
-  static inline constinit thread_local ThreadCache* current_ = nullptr;
   enum class CacheState : std::uint8_t { None, Creating, Active, Exited };
-  static inline constinit thread_local CacheState t_state = CacheState::None;
-
-  Arena* arena_ = nullptr;
   // owns_chunk()'s memory: at first kNoChunk, which no chunk's base equals (not even that of
   // nullptr, 0: the fast free path leaves nullptr and other chunk-aligned pointers to it).
   static constexpr std::uintptr_t kNoChunk = 1;
-  std::uintptr_t owned_chunk_ = kNoChunk;
-  std::uint64_t owned_under_ = 0;
+  // What the fast paths read of the calling thread besides its cache's bins, in one line of
+  // thread-local storage: the line its cache pointer is loaded from, so that a free touches
+  // no line of the cache record but its bin's (and the stack's slot).
+  struct alignas(64) ThreadState {
+    ThreadCache* cache = nullptr;
+    std::uintptr_t owned_chunk = kNoChunk;       // owns_chunk()'s memory, and the count it was
+    std::uint64_t owned_under = 0;               // found under
+    std::uint32_t ticks_left = kDecayTickCalls;  // pushes until the decay's next tick
+    CacheState state = CacheState::None;
+  };
+  static inline constinit thread_local ThreadState t_{};
+
+  Arena* arena_ = nullptr;
   ThreadCache* prev_ = nullptr;  // the list of live caches
   ThreadCache* next_ = nullptr;
-  std::size_t grown_bytes_ = 0;   // sum over classes of (limit - initial_limit) * size
-  std::size_t packed_taken_ = 0;  // slots of packed_growths_ taken
-  std::uint32_t ticks_left_ = kDecayTickCalls;
+  std::size_t grown_bytes_ = 0;        // sum over classes of (limit - initial_limit) * size
+  std::size_t packed_taken_ = 0;       // slots of packed_growths_ taken
   std::atomic<std::size_t> moved_{0};  // written by the owner only (count_move)
   std::atomic<std::size_t> copied_{0};
   Bin bins_[kNumClasses];

@@ -40,8 +40,8 @@ Allocator<Config>::ThreadCache::ThreadCache() {
 
 template <class Config>
 typename Allocator<Config>::ThreadCache* Allocator<Config>::ThreadCache::create(Arena& arena) {
-  if (t_state != CacheState::None) return nullptr;
-  t_state = CacheState::Creating;  // allocations made below bypass the cache
+  if (t_.state != CacheState::None) return nullptr;
+  t_.state = CacheState::Creating;  // allocations made below bypass the cache
   ThreadCache* cache = nullptr;
   {
     LockGuard guard(g_cache_registry<Config>.lock);
@@ -58,21 +58,21 @@ typename Allocator<Config>::ThreadCache* Allocator<Config>::ThreadCache::create(
     }
   }
   if (cache == nullptr) {
-    t_state = CacheState::Exited;  // no cache for this thread: every call goes to the arena
+    t_.state = CacheState::Exited;  // no cache for this thread: every call goes to the arena
     return nullptr;
   }
   cache->arena_ = &arena;
   pthread_setspecific(g_cache_registry<Config>.key, cache);
-  current_ = cache;
-  t_state = CacheState::Active;
+  t_.cache = cache;
+  t_.state = CacheState::Active;
   return cache;
 }
 
 template <class Config>
 void Allocator<Config>::ThreadCache::on_thread_exit(void* p) {
   auto* cache = static_cast<ThreadCache*>(p);
-  current_ = nullptr;
-  t_state = CacheState::Exited;
+  t_.cache = nullptr;
+  t_.state = CacheState::Exited;
   cache->flush_all();
   cache->arena_->thread_left();  // automatic_arenas.h: the arena has one thread fewer
   LockGuard guard(g_cache_registry<Config>.lock);
@@ -125,7 +125,7 @@ void Allocator<Config>::ThreadCache::unlock_after_fork_in_parent() {
 // Requires: the registry's lock held (by lock_for_fork, before the fork).
 template <class Config>
 void Allocator<Config>::ThreadCache::reset_after_fork_in_child() {
-  ThreadCache* survivor = current_;
+  ThreadCache* survivor = t_.cache;
   ThreadCache* c = g_cache_registry<Config>.live;
   while (c != nullptr) {
     ThreadCache* next = c->next_;
@@ -151,7 +151,7 @@ bool Allocator<Config>::ThreadCache::holds(unsigned size_class, const void* p) c
 
 template <class Config>
 void Allocator<Config>::ThreadCache::tick_decay() {
-  ticks_left_ = kDecayTickCalls;
+  t_.ticks_left = kDecayTickCalls;
   Decay::tick_from_calls();
 }
 
