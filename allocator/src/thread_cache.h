@@ -209,7 +209,7 @@ class Allocator<Config>::ThreadCache {
     // flush): one that does reuses the foreign regions itself. A flush of every region clears
     // `mixed`: it is set after the push, for p, so that a flush in the push (a full bin's)
     // returns what the bin held before as what it was.
-    if (use.mixed && !use.refilled && !use.popped && count >= foreign_limit(size_class) &&
+    if (use.mixed && !use.refilled() && !use.popped && count >= foreign_limit(size_class) &&
         count < bin.limit)
       flush(size_class, count);
     push(size_class, p);
@@ -247,8 +247,8 @@ class Allocator<Config>::ThreadCache {
   static void unlock_after_fork_in_parent();
   static void reset_after_fork_in_child();
 
-  // For the tests: the class's limit, and where its stack lies now (the record's bytes from
-  // the start of the packed area of initial limits).
+  // For the tests: the class's limit, the regions it holds, and where its stack lies now (the
+  // record's bytes from the start of the packed area of initial limits).
   [[nodiscard]] unsigned limit(unsigned size_class) const { return bins_[size_class].limit; }
   [[nodiscard]] unsigned cached(unsigned size_class) const {
     return bins_[size_class].count.load(std::memory_order_relaxed);
@@ -269,9 +269,10 @@ class Allocator<Config>::ThreadCache {
   // What only the slow paths touch of a class: how its bin holds other arenas' regions.
   struct BinUse {
     bool mixed = false;                  // may hold regions of other arenas
-    bool refilled = false;               // refilled from the arena since the last flush
     bool unrefilled_flush = false;       // the last flush came with no refill since the one before
     std::uint8_t refills_unflushed = 0;  // refills since the last flush, up to kProducerRefills
+    // Refilled from the arena since the last flush.
+    [[nodiscard]] bool refilled() const { return refills_unflushed != 0; }
     bool popped = false;  // mixed, and popped from since the last flush or growth (its count
                           // fell below foreign_mark)
     std::uint32_t foreign_mark = 0;  // count after the last foreign push, flush or growth

@@ -166,7 +166,6 @@ void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
   const unsigned batch = wanted < kMaxRefill ? wanted : kMaxRefill;
   std::uint32_t count = arena_->alloc_batch(size_class, bin.slots, batch);
   if (count == 0) return nullptr;
-  use.refilled = true;
   if (use.refills_unflushed < kProducerRefills) ++use.refills_unflushed;
   void* p = bin.slots[--count];
   bin.count.store(count, std::memory_order_relaxed);
@@ -186,7 +185,7 @@ void Allocator<Config>::ThreadCache::push_overflowing(unsigned size_class, void*
   // it refilled since its last flush, one that holds other arenas' regions if the thread popped
   // from it since its last flush or growth. A thread that only frees what others allocated
   // (a consumer) would keep memory their arenas cannot reuse, its own arena's too.
-  if (step != 0 && (use.mixed ? use.popped : use.refilled) &&
+  if (step != 0 && (use.mixed ? use.popped : use.refilled()) &&
       grown_bytes_ + step * size <= kBudgetBytes) {
     const unsigned limit = bin.limit + step;
     void** own_room = grown_slots_ + kCacheSlotOffsets[size_class];
@@ -208,7 +207,7 @@ void Allocator<Config>::ThreadCache::push_overflowing(unsigned size_class, void*
     // Half the stack, keeping the warm half; all of it for a bin its thread only frees into (a
     // consumer's: no refill since its last flush, which had none before it either), whose
     // regions it will not reuse: twice the regions per lock, and none held back.
-    const bool consumer = !use.refilled && use.unrefilled_flush;
+    const bool consumer = !use.refilled() && use.unrefilled_flush;
     count = flush(size_class, consumer ? count : bin.limit / 2);
   }
   bin.slots[count] = p;
@@ -224,8 +223,7 @@ std::uint32_t Allocator<Config>::ThreadCache::flush(unsigned size_class, unsigne
   if (use.mixed) [[unlikely]]
     return_to_owners(arena_, bin.slots, n);
   else arena_->free_batch(bin.slots, n, "free");
-  use.unrefilled_flush = !use.refilled;
-  use.refilled = false;
+  use.unrefilled_flush = !use.refilled();
   use.refills_unflushed = 0;
   use.popped = false;
   for (std::uint32_t i = n; i < count; ++i) bin.slots[i - n] = bin.slots[i];
