@@ -146,12 +146,13 @@ TEST(PageEntry, SlabRoundTripsDescriptorClassAndPageInSlab) {
   };
   for (const void* descriptor : addresses) {
     ASSERT_EQ(reinterpret_cast<std::uintptr_t>(descriptor) % 64, 0u);
-    for (unsigned size_class = 0; size_class < 256; ++size_class) {
+    for (unsigned size_class = 0; size_class < 128; ++size_class) {
       for (unsigned page_in_slab : {0u, 1u, 2u, 127u, 128u, 254u, 255u}) {
         SCOPED_TRACE(testing::Message() << "descriptor=" << descriptor << " class=" << size_class
                                         << " page_in_slab=" << page_in_slab);
         PageEntry e = PageEntry::slab(descriptor, size_class, page_in_slab);
         ASSERT_EQ(e.kind(), PageKind::Slab);
+        ASSERT_TRUE(e.is_slab());
         ASSERT_FALSE(e.is_free());
         ASSERT_FALSE(e.dirty());
         ASSERT_EQ(e.slab_descriptor(), descriptor);
@@ -165,11 +166,30 @@ TEST(PageEntry, SlabRoundTripsDescriptorClassAndPageInSlab) {
 TEST(PageEntry, SlabPageInSlabRoundTripsEveryValue) {
   alignas(64) static std::byte storage[64];
   for (unsigned page_in_slab = 0; page_in_slab < 256; ++page_in_slab) {
-    PageEntry e = PageEntry::slab(storage, 255, page_in_slab);
+    PageEntry e = PageEntry::slab(storage, 127, page_in_slab);
     ASSERT_EQ(e.page_in_slab(), page_in_slab);
-    ASSERT_EQ(e.size_class(), 255u);
+    ASSERT_EQ(e.size_class(), 127u);
     ASSERT_EQ(e.slab_descriptor(), static_cast<void*>(storage));
   }
+}
+
+// The free path tests a slab page by the entry's sign alone: no other kind of entry may have
+// its top bit set, whatever its fields hold.
+TEST(PageEntry, OnlySlabEntriesAreSlabsByTheirSign) {
+  const void* highest_record = reinterpret_cast<const void*>(std::uintptr_t{0x0000'ffff'ffff'fff0});
+  const PageCount longest(1023);
+  EXPECT_FALSE(PageEntry().is_slab());
+  EXPECT_FALSE(PageEntry::header().is_slab());
+  EXPECT_FALSE(PageEntry::header(highest_record).is_slab());
+  for (bool dirty : {false, true}) {
+    EXPECT_FALSE(PageEntry::free(longest, dirty).is_slab());
+    EXPECT_FALSE(PageEntry::free(longest, dirty, highest_record).is_slab());
+  }
+  EXPECT_FALSE(PageEntry::allocated(longest).is_slab());
+  EXPECT_FALSE(PageEntry::large(longest).is_slab());
+  alignas(64) static std::byte storage[64];
+  EXPECT_TRUE(PageEntry::slab(storage, 0, 0).is_slab());
+  EXPECT_TRUE(PageEntry::slab(storage, 127, 255).is_slab());
 }
 
 TEST(PageEntry, SlabEntriesOfDifferentFieldsDiffer) {

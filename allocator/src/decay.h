@@ -2,9 +2,10 @@
 // about decay_ms after they were freed even in a program that stays on the fast paths, and in
 // one that goes idle.
 //
-// - Ordinary calls: each thread cache counts the frees it takes and, every kDecayTickCalls of
-//   them, calls decay_tick_from_calls() (jemalloc's decay ticker). The count is on free's
-//   path: on malloc's, its read-modify-write cost a tight allocation loop 10% of its time. At
+// - Ordinary calls: each bin of a thread cache counts the frees it takes and, every
+//   kDecayTickBinPushes of them, calls decay_tick_from_calls() (as jemalloc's decay ticker).
+//   The count is on free's path, in the word of the bin that a free changes anyway
+//   (thread_cache.h): a counter of its own cost a tight loop of frees a tenth of its time. At
 //   most one such call per kDecayTickMs, over all threads, goes on to tick every automatic
 //   arena and the huge blocks' manager whose lock is free (it never waits for a lock).
 //   In a design without thread caches, the frees of small blocks to their arenas count.
@@ -22,7 +23,8 @@
 
 namespace pagemalloc {
 
-inline constexpr std::uint32_t kDecayTickCalls = 1024;
+inline constexpr std::uint32_t kDecayTickCalls = 1024;     // frees without a thread cache
+inline constexpr std::uint32_t kDecayTickBinPushes = 256;  // frees into one bin of a cache
 inline constexpr std::uint64_t kDecayTickMs = 100;
 
 // How long the background thread sleeps between ticks: an eighth of decay_ms, between 10 ms
@@ -33,7 +35,8 @@ std::uint64_t background_period_ms(long decay_ms);
 template <class Config>
 class Allocator<Config>::Decay {
  public:
-  // Called by a thread cache every kDecayTickCalls frees. Requires: no lock held.
+  // Called by a thread cache every kDecayTickBinPushes frees into one of its bins. Requires:
+  // no lock held.
   static void tick_from_calls();
 
   // A small block freed without a thread cache (to its arena, under the lock): in a design

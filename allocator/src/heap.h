@@ -263,13 +263,17 @@ inline typename Allocator<Config>::ThreadCache* Allocator<Config>::Heap::own_sma
 template <class Config>
 inline void Allocator<Config>::Heap::deallocate(void* p, const char* call) {
   if constexpr (Config::kValidateFree) validate_free(p);
-  PageEntry e;
-  if (ThreadCache* cache = own_small_block(p, e)) [[likely]] {
-    *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
-    cache->push(e.size_class(), p);
-    return;
-  }
-  deallocate_slow(p, call);
+  // In a straight line, the common case: p in the chunk the thread remembers as its arena's
+  // (own_small_block's test, in the order that needs no test of the cache pointer).
+  std::byte* chunk = chunk_base_of(p);
+  if (!ThreadCache::remembers(chunk)) [[unlikely]]
+    return deallocate_slow(p, call);
+  const PageEntry e = page_entry(chunk, page_index_of(p));
+  if (!e.is_slab() || *static_cast<const std::uintptr_t*>(p) == ThreadCache::freed_key())
+      [[unlikely]]
+    return deallocate_slow(p, call);
+  *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
+  ThreadCache::remembering()->push(e.size_class(), p);
 }
 
 template <class Config>

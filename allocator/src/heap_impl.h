@@ -252,6 +252,12 @@ void Allocator<Config>::Heap::validate_free(const void* p) {
 
 template <class Config>
 void Allocator<Config>::Heap::deallocate_slow(void* p, const char* call) {
+  // A small block of the thread's arena in a chunk it does not remember (yet).
+  PageEntry e;
+  if (ThreadCache* cache = own_small_block(p, e)) [[likely]] {
+    *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
+    return cache->push(e.size_class(), p);
+  }
   // First the blocks that threads hand each other: a block of another arena's chunk, freed by
   // a thread with a cache.
   if (ThreadCache* cache = ThreadCache::current(); cache != nullptr && !is_chunk_aligned(p)) {

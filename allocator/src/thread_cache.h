@@ -46,6 +46,7 @@
 
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -152,8 +153,7 @@ class Allocator<Config>::ThreadCache {
   // (two dependent loads) or at the options. Requires: this is the calling thread's cache
   // (what it remembers is the thread's: ThreadState).
   bool owns_chunk(const void* chunk) {
-    if (reinterpret_cast<std::uintptr_t>(chunk) == t_.owned_chunk &&
-        t_.owned_under == g_ownership_changes.load(std::memory_order_relaxed)) [[likely]]
+    if (remembers(chunk)) [[likely]]
       return true;
     const std::uint64_t changes = g_ownership_changes.load(std::memory_order_acquire);
     if (address_map().get(chunk) != AddressMap::tag(arena_, AddressMap::kArenaChunk) ||
@@ -164,16 +164,30 @@ class Allocator<Config>::ThreadCache {
     return true;
   }
 
+  // Whether chunk is the one the calling thread last found its arena's (owns_chunk), with the
+  // count of ownership changes unchanged since: the free path's first test, in a straight line.
+  // A thread remembers a chunk only while it has a cache: then remembering() is that cache.
+  static bool remembers(const void* chunk) {
+    return __builtin_expect(reinterpret_cast<std::uintptr_t>(chunk) == t_.owned_chunk, 1) &&
+           __builtin_expect(t_.owned_under == g_ownership_changes.load(std::memory_order_relaxed),
+                            1);
+  }
+  // Requires: remembers(some chunk).
+  static ThreadCache* remembering() {
+    if (t_.cache == nullptr) __builtin_unreachable();  // what the compiler cannot know
+    return t_.cache;
+  }
+
   // A cached region of the class, or nullptr when the bin is empty (no refill: the caller's
   // slow path refills through pop). The region's first word is cleared (it held the freed
   // key).
   void* pop_cached(unsigned size_class) {
-    Bin& bin = bins_[size_class];
-    std::uint32_t count = bin.count.load(std::memory_order_relaxed);
-    if (count == 0) [[unlikely]]
+    Bin* const bin = bins_ + std::size_t{size_class};  // (one address, not one per field)
+    const std::uint64_t fill = bin->fill.load(std::memory_order_relaxed);
+    if ((fill & Bin::kCountMask) == 0) [[unlikely]]
       return nullptr;
-    void* p = bin.slots[--count];
-    bin.count.store(count, std::memory_order_relaxed);
+    void* p = bin->slots[(fill & Bin::kCountMask) - 1];
+    bin->fill.store(fill + Bin::kPop, std::memory_order_relaxed);
     *static_cast<std::uintptr_t*>(p) = 0;
     return p;
   }
@@ -187,13 +201,15 @@ class Allocator<Config>::ThreadCache {
 
   // Requires: p is a live region of size_class not yet in any cache.
   void push(unsigned size_class, void* p) {
-    Bin& bin = bins_[size_class];
-    std::uint32_t count = bin.count.load(std::memory_order_relaxed);
-    if (count == bin.limit) [[unlikely]]
-      return push_overflowing(size_class, p);
-    bin.slots[count] = p;
-    bin.count.store(count + 1, std::memory_order_relaxed);
-    if (--t_.ticks_left == 0) [[unlikely]]
+    Bin* const bin = bins_ + std::size_t{size_class};
+    const std::uint64_t fill = bin->fill.load(std::memory_order_relaxed);
+    if ((fill & Bin::kRoomMask) == 0) [[unlikely]]
+      return push_overflowing(bin, p);
+    bin->slots[fill & Bin::kCountMask] = p;
+    std::uint64_t next;
+    const bool tick = __builtin_add_overflow(fill, Bin::kPush, &next);
+    bin->fill.store(next, std::memory_order_relaxed);
+    if (tick) [[unlikely]]
       tick_decay();
   }
 
@@ -201,7 +217,7 @@ class Allocator<Config>::ThreadCache {
   void push_foreign(unsigned size_class, void* p) {
     const Bin& bin = bins_[size_class];
     BinUse& use = uses_[size_class];
-    const std::uint32_t count = bin.count.load(std::memory_order_relaxed);
+    const std::uint32_t count = bin.count();
     // Fewer regions than after the last foreign push, with no flush or growth since: the
     // thread popped some, so it allocates from the bin even if its frees keep it full.
     if (use.mixed && count < use.foreign_mark) use.popped = true;
@@ -210,11 +226,11 @@ class Allocator<Config>::ThreadCache {
     // `mixed`: it is set after the push, for p, so that a flush in the push (a full bin's)
     // returns what the bin held before as what it was.
     if (use.mixed && !use.refilled() && !use.popped && count >= foreign_limit(size_class) &&
-        count < bin.limit)
+        count < bin.limit())
       flush(size_class, count);
     push(size_class, p);
     use.mixed = true;
-    use.foreign_mark = bin.count.load(std::memory_order_relaxed);
+    use.foreign_mark = bin.count();
   }
 
   [[nodiscard]] bool holds(unsigned size_class, const void* p) const;
@@ -249,10 +265,8 @@ class Allocator<Config>::ThreadCache {
 
   // For the tests: the class's limit, the regions it holds, and where its stack lies now (the
   // record's bytes from the start of the packed area of initial limits).
-  [[nodiscard]] unsigned limit(unsigned size_class) const { return bins_[size_class].limit; }
-  [[nodiscard]] unsigned cached(unsigned size_class) const {
-    return bins_[size_class].count.load(std::memory_order_relaxed);
-  }
+  [[nodiscard]] unsigned limit(unsigned size_class) const { return bins_[size_class].limit(); }
+  [[nodiscard]] unsigned cached(unsigned size_class) const { return bins_[size_class].count(); }
   [[nodiscard]] std::size_t stack_offset(unsigned size_class) const {
     return std::size_t(reinterpret_cast<const std::byte*>(bins_[size_class].slots) -
                        reinterpret_cast<const std::byte*>(initial_slots_));
@@ -260,12 +274,42 @@ class Allocator<Config>::ThreadCache {
 
  private:
   // What the fast paths touch of a class: 16 bytes, so that a class's bin is one shift away.
+  // Its count, its room (limit - count) and a count of pushes share one word, which a push
+  // changes with one addition: count + 1, room - 1, pushes + 1. A full bin is a zero room
+  // field; every kDecayTickBinPushes-th push carries out of the word, and that carry is the
+  // decay's tick (decay.h): no counter of the thread's own to load and store on each free.
   struct Bin {
-    std::atomic<std::uint32_t> count{0};  // written by the owner only; read by statistics
-    std::uint32_t limit = 0;              // regions it may hold now, <= capacity(class)
-    void** slots = nullptr;               // limit slots: the packed area's, or the grown one's
+    static constexpr std::uint64_t kCountMask = 0xffff;      // bits 0-15
+    static constexpr std::uint64_t kRoomMask = 0xffff'0000;  // bits 16-31
+    static constexpr unsigned kRoomShift = 16;
+    static constexpr unsigned kPushesShift = 64 - std::countr_zero(kDecayTickBinPushes);
+    // count + 1, room - 1 (room >= 1: no borrow reaches the pushes), pushes + 1 (mod 2^64).
+    static constexpr std::uint64_t kPush =
+        (std::uint64_t{1} << kPushesShift) - (std::uint64_t{1} << kRoomShift) + 1;
+    // count - 1 (count >= 1), room + 1.
+    static constexpr std::uint64_t kPop = (std::uint64_t{1} << kRoomShift) - 1;
+
+    std::atomic<std::uint64_t> fill{0};  // written by the owner only, read by the statistics
+    void** slots = nullptr;              // limit slots: the packed area's, or the grown one's
+
+    [[nodiscard]] std::uint32_t count() const {
+      return std::uint32_t(fill.load(std::memory_order_relaxed) & kCountMask);
+    }
+    [[nodiscard]] std::uint32_t limit() const {
+      const std::uint64_t f = fill.load(std::memory_order_relaxed);
+      return std::uint32_t((f & kCountMask) + ((f & kRoomMask) >> kRoomShift));
+    }
+    // Requires: count <= limit <= kCountMask.
+    void set(std::uint32_t count, std::uint32_t limit) {
+      const std::uint64_t pushes = fill.load(std::memory_order_relaxed) & ~(kCountMask | kRoomMask);
+      fill.store(pushes | count | std::uint64_t{limit - count} << kRoomShift,
+                 std::memory_order_relaxed);
+    }
+    void set_count(std::uint32_t count) { set(count, limit()); }
+    void set_limit(std::uint32_t limit) { set(count(), limit); }
   };
   static_assert(sizeof(Bin) == 16);
+  static_assert(cache_capacity(0) <= Bin::kCountMask, "a limit fits its field");
   // What only the slow paths touch of a class: how its bin holds other arenas' regions.
   struct BinUse {
     bool mixed = false;                  // may hold regions of other arenas
@@ -278,15 +322,16 @@ class Allocator<Config>::ThreadCache {
     std::uint32_t foreign_mark = 0;  // count after the last foreign push, flush or growth
   };
   static ThreadCache* create(Arena& arena);
-  // Every kDecayTickCalls pushes: the decay's tick from ordinary calls (decay.h).
+  // Every kDecayTickBinPushes pushes into a bin: the decay's tick from ordinary calls
+  // (decay.h).
   void tick_decay();
   static void on_thread_exit(void* cache);
   // Adds this cache's moves to the registry's total of gone caches (registry lock held).
   void retire_moves();
   void* refill(unsigned size_class);
   // A push that found the bin full: raises its limit if the budget allows, else flushes
-  // half of it; then pushes.
-  void push_overflowing(unsigned size_class, void* p);
+  // half of it; then pushes. Takes the bin, not its class: the fast path keeps no copy of it.
+  void push_overflowing(Bin* bin, void* p);
   // Returns the n oldest regions to their arenas; returns the new count.
   std::uint32_t flush(unsigned size_class, unsigned n);
   static void return_to_owners(Arena* mine, void* const* regions, unsigned n);
@@ -301,13 +346,15 @@ class Allocator<Config>::ThreadCache {
   // no line of the cache record but its bin's (and the stack's slot).
   struct alignas(64) ThreadState {
     ThreadCache* cache = nullptr;
-    std::uintptr_t owned_chunk = kNoChunk;       // owns_chunk()'s memory, and the count it was
-    std::uint64_t owned_under = 0;               // found under
-    std::uint32_t ticks_left = kDecayTickCalls;  // pushes until the decay's next tick
+    std::uintptr_t owned_chunk = kNoChunk;  // owns_chunk()'s memory, and the count it was
+    std::uint64_t owned_under = 0;          // found under
     CacheState state = CacheState::None;
   };
   static inline constinit thread_local ThreadState t_{};
 
+  // First in the record, so that a class's bin lies at the cache's address plus 16 times
+  // its class: one scaled index addresses its count, limit and slots.
+  Bin bins_[kNumClasses];
   Arena* arena_ = nullptr;
   ThreadCache* prev_ = nullptr;  // the list of live caches
   ThreadCache* next_ = nullptr;
@@ -315,7 +362,6 @@ class Allocator<Config>::ThreadCache {
   std::size_t packed_taken_ = 0;       // slots of packed_growths_ taken
   std::atomic<std::size_t> moved_{0};  // written by the owner only (count_move)
   std::atomic<std::size_t> copied_{0};
-  Bin bins_[kNumClasses];
   BinUse uses_[kNumClasses];
   void* initial_slots_[kCacheInitialOffsets[kNumClasses]];  // initial_limit(c) per class
   void* packed_growths_[kCachePackedGrowthSlots];           // taken in turn by small growths

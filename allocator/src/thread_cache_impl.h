@@ -34,7 +34,7 @@ template <class Config>
 Allocator<Config>::ThreadCache::ThreadCache() {
   for (unsigned c = 0; c < kNumClasses; ++c) {
     bins_[c].slots = initial_slots_ + kCacheInitialOffsets[c];
-    bins_[c].limit = initial_limit(c);
+    bins_[c].set_limit(initial_limit(c));
   }
 }
 
@@ -72,6 +72,7 @@ template <class Config>
 void Allocator<Config>::ThreadCache::on_thread_exit(void* p) {
   auto* cache = static_cast<ThreadCache*>(p);
   t_.cache = nullptr;
+  t_.owned_chunk = kNoChunk;  // a thread remembers a chunk only while it has a cache
   t_.state = CacheState::Exited;
   cache->flush_all();
   cache->arena_->thread_left();  // automatic_arenas.h: the arena has one thread fewer
@@ -107,8 +108,7 @@ std::size_t Allocator<Config>::ThreadCache::bytes_cached_by_all() {
   std::size_t bytes = 0;
   for (ThreadCache* c = g_cache_registry<Config>.live; c != nullptr; c = c->next_)
     for (unsigned k = 0; k < kNumClasses; ++k)
-      bytes +=
-          std::size_t(c->bins_[k].count.load(std::memory_order_relaxed)) * kSizeClasses[k].size;
+      bytes += std::size_t(c->bins_[k].count()) * kSizeClasses[k].size;
   return bytes;
 }
 
@@ -143,7 +143,7 @@ void Allocator<Config>::ThreadCache::reset_after_fork_in_child() {
 template <class Config>
 bool Allocator<Config>::ThreadCache::holds(unsigned size_class, const void* p) const {
   const Bin& bin = bins_[size_class];
-  const std::uint32_t count = bin.count.load(std::memory_order_relaxed);
+  const std::uint32_t count = bin.count();
   for (std::uint32_t i = 0; i < count; ++i)
     if (bin.slots[i] == p) return true;
   return false;
@@ -151,7 +151,6 @@ bool Allocator<Config>::ThreadCache::holds(unsigned size_class, const void* p) c
 
 template <class Config>
 void Allocator<Config>::ThreadCache::tick_decay() {
-  t_.ticks_left = kDecayTickCalls;
   Decay::tick_from_calls();
 }
 
@@ -162,32 +161,33 @@ void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
   // Half the limit, so that frees that follow find room; the whole limit for a bin its thread
   // only allocates from (a producer's), which takes as many regions per lock as a consumer
   // returns.
-  const unsigned wanted = use.refills_unflushed >= kProducerRefills ? bin.limit : bin.limit / 2;
+  const unsigned wanted = use.refills_unflushed >= kProducerRefills ? bin.limit() : bin.limit() / 2;
   const unsigned batch = wanted < kMaxRefill ? wanted : kMaxRefill;
   std::uint32_t count = arena_->alloc_batch(size_class, bin.slots, batch);
   if (count == 0) return nullptr;
   if (use.refills_unflushed < kProducerRefills) ++use.refills_unflushed;
   void* p = bin.slots[--count];
-  bin.count.store(count, std::memory_order_relaxed);
+  bin.set_count(count);
   *static_cast<std::uintptr_t*>(p) = 0;
   return p;
 }
 
 template <class Config>
-void Allocator<Config>::ThreadCache::push_overflowing(unsigned size_class, void* p) {
-  Bin& bin = bins_[size_class];
+void Allocator<Config>::ThreadCache::push_overflowing(Bin* full, void* p) {
+  const auto size_class = unsigned(full - bins_);
+  Bin& bin = *full;
   BinUse& use = uses_[size_class];
   const std::size_t size = kSizeClasses[size_class].size;
-  const unsigned room = capacity(size_class) - bin.limit;
-  const unsigned step = bin.limit < room ? bin.limit : room;
-  std::uint32_t count = bin.count.load(std::memory_order_relaxed);
+  const unsigned room = capacity(size_class) - bin.limit();
+  const unsigned step = bin.limit() < room ? bin.limit() : room;
+  std::uint32_t count = bin.count();
   // A bin grows only for a thread that allocates from it: one of the thread's own regions if
   // it refilled since its last flush, one that holds other arenas' regions if the thread popped
   // from it since its last flush or growth. A thread that only frees what others allocated
   // (a consumer) would keep memory their arenas cannot reuse, its own arena's too.
   if (step != 0 && (use.mixed ? use.popped : use.refilled()) &&
       grown_bytes_ + step * size <= kBudgetBytes) {
-    const unsigned limit = bin.limit + step;
+    const unsigned limit = bin.limit() + step;
     void** own_room = grown_slots_ + kCacheSlotOffsets[size_class];
     if (bin.slots != own_room) {  // moves, to a packed room for the new limit or to its own
       void** room = own_room;
@@ -198,7 +198,7 @@ void Allocator<Config>::ThreadCache::push_overflowing(unsigned size_class, void*
       std::memcpy(room, bin.slots, count * sizeof(void*));
       bin.slots = room;
     }
-    bin.limit = limit;
+    bin.set_limit(limit);
     grown_bytes_ += step * size;
     // A mixed bin grows again only if the thread pops from it after this growth.
     use.popped = false;
@@ -208,17 +208,17 @@ void Allocator<Config>::ThreadCache::push_overflowing(unsigned size_class, void*
     // consumer's: no refill since its last flush, which had none before it either), whose
     // regions it will not reuse: twice the regions per lock, and none held back.
     const bool consumer = !use.refilled() && use.unrefilled_flush;
-    count = flush(size_class, consumer ? count : bin.limit / 2);
+    count = flush(size_class, consumer ? count : bin.limit() / 2);
   }
   bin.slots[count] = p;
-  bin.count.store(count + 1, std::memory_order_relaxed);
+  bin.set_count(count + 1);
 }
 
 template <class Config>
 std::uint32_t Allocator<Config>::ThreadCache::flush(unsigned size_class, unsigned n) {
   Bin& bin = bins_[size_class];
   BinUse& use = uses_[size_class];
-  const std::uint32_t count = bin.count.load(std::memory_order_relaxed);
+  const std::uint32_t count = bin.count();
   // The oldest entries (bottom of the stack) go back; the warm ones stay.
   if (use.mixed) [[unlikely]]
     return_to_owners(arena_, bin.slots, n);
@@ -227,7 +227,7 @@ std::uint32_t Allocator<Config>::ThreadCache::flush(unsigned size_class, unsigne
   use.refills_unflushed = 0;
   use.popped = false;
   for (std::uint32_t i = n; i < count; ++i) bin.slots[i - n] = bin.slots[i];
-  bin.count.store(count - n, std::memory_order_relaxed);
+  bin.set_count(count - n);
   use.foreign_mark = count - n;
   if (count == n) use.mixed = false;
   return count - n;
@@ -257,7 +257,7 @@ void Allocator<Config>::ThreadCache::return_to_owners(Arena* mine, void* const* 
 template <class Config>
 void Allocator<Config>::ThreadCache::flush_all() {
   for (unsigned c = 0; c < kNumClasses; ++c) {
-    const std::uint32_t count = bins_[c].count.load(std::memory_order_relaxed);
+    const std::uint32_t count = bins_[c].count();
     if (count != 0) flush(c, count);
   }
 }

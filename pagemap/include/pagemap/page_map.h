@@ -20,7 +20,10 @@
 //
 //   0-2 kind | 3 dirty (Free) | 4-47 record (Free, Header; 16-byte aligned, below 2^48)
 //            | 6-47 descriptor (Slab; 64-byte aligned) | 48-57 pages (Free, Allocated, Large)
-//            | 48-55 page in slab, 56-63 size class (Slab)
+//            | 48-55 page in slab, 56-63 128 + size class (Slab)
+//
+// Only a Slab entry has bit 63 set (records lie below 2^48, lengths below 2^10): the free
+// path's test of a slab page is the entry's sign, and its class is the top byte less 128.
 #pragma once
 
 #include <cstddef>
@@ -58,15 +61,17 @@ class PageEntry {
     return PageEntry(std::uint64_t(PageKind::Large) |
                      (std::uint64_t(pages.value()) << kPagesShift));
   }
-  // Requires: descriptor is aligned to 64 bytes and below 2^48; size_class < 256;
+  // Requires: descriptor is aligned to 64 bytes and below 2^48; size_class < 128;
   // page_in_slab (this page's distance from the slab's first page) < 256.
   static PageEntry slab(const void* descriptor, unsigned size_class, unsigned page_in_slab) {
     return PageEntry(std::uint64_t(PageKind::Slab) | reinterpret_cast<std::uintptr_t>(descriptor) |
                      (std::uint64_t(page_in_slab) << kSlabPageShift) |
-                     (std::uint64_t(size_class) << kClassShift));
+                     (std::uint64_t(size_class + kClassBias) << kClassShift));
   }
 
   [[nodiscard]] constexpr PageKind kind() const { return PageKind(bits_ & kKindMask); }
+  // kind() == PageKind::Slab, in one test of the sign.
+  [[nodiscard]] constexpr bool is_slab() const { return std::int64_t(bits_) < 0; }
   [[nodiscard]] constexpr bool is_free() const { return kind() == PageKind::Free; }
   [[nodiscard]] constexpr bool dirty() const { return (bits_ & kDirtyBit) != 0; }
   // Free, Allocated and Large entries: the run's length.
@@ -79,7 +84,9 @@ class PageEntry {
   [[nodiscard]] void* slab_descriptor() const {
     return reinterpret_cast<void*>(bits_ & kDescriptorMask);
   }
-  [[nodiscard]] constexpr unsigned size_class() const { return unsigned(bits_ >> kClassShift); }
+  [[nodiscard]] constexpr unsigned size_class() const {
+    return unsigned(bits_ >> kClassShift) - kClassBias;
+  }
   // Slab entries: how many pages before this one the slab starts.
   [[nodiscard]] constexpr unsigned page_in_slab() const {
     return unsigned((bits_ >> kSlabPageShift) & 0xff);
@@ -97,6 +104,7 @@ class PageEntry {
   static constexpr std::uint64_t kRecordMask = 0x0000fffffffffff0;
   static constexpr unsigned kSlabPageShift = 48;
   static constexpr unsigned kClassShift = 56;
+  static constexpr unsigned kClassBias = 128;  // sets bit 63 in every Slab entry
   static constexpr std::uint64_t kDescriptorMask = 0x0000ffffffffffc0;
 
   std::uint64_t bits_ = 0;  // 0: never written (no page of a live chunk stays so)
