@@ -212,7 +212,7 @@ inline typename Allocator<Config>::Heap& Allocator<Config>::heap() {
 }
 
 // The fast paths: a small request served from the thread cache, and a small block freed into
-// it (about 27 and 43 instructions, as callgrind counts them: papers/cross-thread/
+// it (about 26 and 36 instructions, as callgrind counts them: papers/cross-thread/
 // instructions.md, and the README on why not fewer). Everything else goes to the out-of-line
 // slow paths.
 template <class Config>
