@@ -50,9 +50,13 @@ class Allocator<Config>::Heap {
   // The size (and alignment) the block was asked for is checked against it only with checks
   // on; otherwise this is deallocate.
   void deallocate_sized(void* p, std::size_t size, std::size_t align, const char* call) {
-    if (options().checks.load(std::memory_order_relaxed)) [[unlikely]]
-      return deallocate_sized_checked(p, size, align, call);
-    deallocate(p, call);
+    // With checks on no chunk is remembered (ThreadCache::owns_chunk), so the test of the
+    // option waits for the slow path. A design that validates frees validates first.
+    if constexpr (!Config::kValidateFree) {
+      if (freed_into_cache(p)) [[likely]]
+        return;
+    }
+    deallocate_sized_slow(p, size, align, call);
   }
   // Resizes in place when it can, else moves the block to the arena `arena` (kNoArena: the
   // block's own if it is explicit, else the thread's). nullptr with errno = ENOMEM (EINVAL:
@@ -151,13 +155,19 @@ class Allocator<Config>::Heap {
                           unsigned arena, const char* call);
   std::size_t resize_bumped_in_place(BumpSpace& space, void* p, std::size_t size, std::size_t extra,
                                      bool zero, const char* call);
-  void deallocate_slow(void* p, const char* call);
+  void deallocate_slow(void* p, const char* call) noexcept;
   // Before a free, in a design that validates frees (Config::kValidateFree): the search of
   // p's arena's chunk tree (Arena::validate_freed). Huge blocks, bump arenas' blocks and
   // foreign pointers are left to the free, which searches or reports them.
   void validate_free(const void* p);
   static ThreadCache* own_small_block(const void* p, PageEntry& e);
   void deallocate_sized_checked(void* p, std::size_t size, std::size_t align, const char* call);
+  // deallocate_sized after its fast path: checked if checks are on, else deallocate.
+  void deallocate_sized_slow(void* p, std::size_t size, std::size_t align,
+                             const char* call) noexcept;
+  // The fast path of every free: p, a small block in the chunk the thread remembers as its
+  // arena's, pushed on the thread's cache. False if it is not (p untouched).
+  bool freed_into_cache(void* p);
   void deallocate_small(Arena& owner, PageEntry e, void* p, const char* call);
   void deallocate_foreign(ThreadCache& cache, Arena& owner, void* p, const char* call);
   // deallocate_slow's work for every block but those deallocate_foreign takes.
@@ -260,20 +270,27 @@ inline typename Allocator<Config>::ThreadCache* Allocator<Config>::Heap::own_sma
   return cache;
 }
 
+// In a straight line, the common case: p in the chunk the thread remembers as its arena's
+// (own_small_block's test, in the order that needs no test of the cache pointer).
 template <class Config>
-inline void Allocator<Config>::Heap::deallocate(void* p, const char* call) {
-  if constexpr (Config::kValidateFree) validate_free(p);
-  // In a straight line, the common case: p in the chunk the thread remembers as its arena's
-  // (own_small_block's test, in the order that needs no test of the cache pointer).
+inline bool Allocator<Config>::Heap::freed_into_cache(void* p) {
   std::byte* chunk = chunk_base_of(p);
   if (!ThreadCache::remembers(chunk)) [[unlikely]]
-    return deallocate_slow(p, call);
+    return false;
   const PageEntry e = page_entry(chunk, page_index_of(p));
   if (!e.is_slab() || *static_cast<const std::uintptr_t*>(p) == ThreadCache::freed_key())
       [[unlikely]]
-    return deallocate_slow(p, call);
+    return false;
   *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
   ThreadCache::remembering()->push(e.size_class(), p);
+  return true;
+}
+
+template <class Config>
+inline void Allocator<Config>::Heap::deallocate(void* p, const char* call) {
+  if constexpr (Config::kValidateFree) validate_free(p);
+  if (!freed_into_cache(p)) [[unlikely]]
+    deallocate_slow(p, call);
 }
 
 template <class Config>

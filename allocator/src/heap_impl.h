@@ -251,7 +251,7 @@ void Allocator<Config>::Heap::validate_free(const void* p) {
 }
 
 template <class Config>
-void Allocator<Config>::Heap::deallocate_slow(void* p, const char* call) {
+void Allocator<Config>::Heap::deallocate_slow(void* p, const char* call) noexcept {
   // A small block of the thread's arena in a chunk it does not remember (yet).
   PageEntry e;
   if (ThreadCache* cache = own_small_block(p, e)) [[likely]] {
@@ -292,6 +292,14 @@ void Allocator<Config>::Heap::deallocate_unusual(void* p, const char* call) {
   if (e.kind() == PageKind::Large && heap_detail::is_aligned(p, kPageSize))
     return owner.free_large(p, e.pages(), call);
   report_misuse(call, p, e.kind() == PageKind::Free ? "double free" : "not the start of a block");
+}
+
+template <class Config>
+void Allocator<Config>::Heap::deallocate_sized_slow(void* p, std::size_t size, std::size_t align,
+                                                    const char* call) noexcept {
+  if (options().checks.load(std::memory_order_relaxed))
+    return deallocate_sized_checked(p, size, align, call);
+  deallocate(p, call);
 }
 
 template <class Config>

@@ -324,14 +324,14 @@ class Allocator<Config>::ThreadCache {
   static ThreadCache* create(Arena& arena);
   // Every kDecayTickBinPushes pushes into a bin: the decay's tick from ordinary calls
   // (decay.h).
-  void tick_decay();
+  void tick_decay() noexcept;
   static void on_thread_exit(void* cache);
   // Adds this cache's moves to the registry's total of gone caches (registry lock held).
   void retire_moves();
   void* refill(unsigned size_class);
   // A push that found the bin full: raises its limit if the budget allows, else flushes
   // half of it; then pushes. Takes the bin, not its class: the fast path keeps no copy of it.
-  void push_overflowing(Bin* bin, void* p);
+  void push_overflowing(Bin* bin, void* p) noexcept;
   // Returns the n oldest regions to their arenas; returns the new count.
   std::uint32_t flush(unsigned size_class, unsigned n);
   static void return_to_owners(Arena* mine, void* const* regions, unsigned n);

@@ -150,7 +150,7 @@ bool Allocator<Config>::ThreadCache::holds(unsigned size_class, const void* p) c
 }
 
 template <class Config>
-void Allocator<Config>::ThreadCache::tick_decay() {
+void Allocator<Config>::ThreadCache::tick_decay() noexcept {
   Decay::tick_from_calls();
 }
 
@@ -173,7 +173,7 @@ void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
 }
 
 template <class Config>
-void Allocator<Config>::ThreadCache::push_overflowing(Bin* full, void* p) {
+void Allocator<Config>::ThreadCache::push_overflowing(Bin* full, void* p) noexcept {
   const auto size_class = unsigned(full - bins_);
   Bin& bin = *full;
   BinUse& use = uses_[size_class];
