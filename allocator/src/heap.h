@@ -222,16 +222,14 @@ inline typename Allocator<Config>::Heap& Allocator<Config>::heap() {
 }
 
 // The fast paths: a small request served from the thread cache, and a small block freed into
-// it (about 26 and 36 instructions, as callgrind counts them: papers/cross-thread/
+// it (about 23 and 36 instructions, as callgrind counts them: papers/cross-thread/
 // instructions.md, and the README on why not fewer). Everything else goes to the out-of-line
 // slow paths.
 template <class Config>
 inline void* Allocator<Config>::Heap::allocate(std::size_t size, std::size_t align, bool zero) {
   if (size <= kMaxSmallSize && align <= alignof(std::uint64_t) && !zero) [[likely]] {
-    if (ThreadCache* cache = ThreadCache::current()) [[likely]] {
-      if (void* p = cache->pop_cached(size_class_of(size))) [[likely]]
-        return p;
-    }
+    if (void* p = ThreadCache::pop_cached_here(size_class_of(size))) [[likely]]
+      return p;
   }
   return allocate_slow(size, align, zero);  // refills an empty bin, among the rest
 }

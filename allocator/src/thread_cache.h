@@ -181,15 +181,13 @@ class Allocator<Config>::ThreadCache {
   // A cached region of the class, or nullptr when the bin is empty (no refill: the caller's
   // slow path refills through pop). The region's first word is cleared (it held the freed
   // key).
-  void* pop_cached(unsigned size_class) {
-    Bin* const bin = bins_ + std::size_t{size_class};  // (one address, not one per field)
-    const std::uint64_t fill = bin->fill.load(std::memory_order_relaxed);
-    if ((fill & Bin::kCountMask) == 0) [[unlikely]]
-      return nullptr;
-    void* p = bin->slots[(fill & Bin::kCountMask) - 1];
-    bin->fill.store(fill + Bin::kPop, std::memory_order_relaxed);
-    *static_cast<std::uintptr_t*>(p) = 0;
-    return p;
+  void* pop_cached(unsigned size_class) { return pop_from(bins_, size_class); }
+  // pop_cached on the calling thread's cache, or nullptr if it has none: a thread without a
+  // cache reads its class's bin in kNoBins, always empty, so that malloc's fast path does not
+  // test the cache pointer.
+  static void* pop_cached_here(unsigned size_class) {
+    if constexpr (!Config::kThreadCaches) return nullptr;
+    return pop_from(t_.bins, size_class);
   }
 
   // As pop_cached, refilling an empty bin; nullptr when the arena has no memory left.
@@ -263,8 +261,10 @@ class Allocator<Config>::ThreadCache {
   static void unlock_after_fork_in_parent();
   static void reset_after_fork_in_child();
 
-  // For the tests: the class's limit, the regions it holds, and where its stack lies now (the
+  // For the tests: whether malloc's fast path reads a cache's bins on the calling thread (not
+  // kNoBins); the class's limit, the regions it holds, and where its stack lies now (the
   // record's bytes from the start of the packed area of initial limits).
+  static bool fast_path_has_bins() { return t_.bins != kNoBins; }
   [[nodiscard]] unsigned limit(unsigned size_class) const { return bins_[size_class].limit(); }
   [[nodiscard]] unsigned cached(unsigned size_class) const { return bins_[size_class].count(); }
   [[nodiscard]] std::size_t stack_offset(unsigned size_class) const {
@@ -310,6 +310,17 @@ class Allocator<Config>::ThreadCache {
   };
   static_assert(sizeof(Bin) == 16);
   static_assert(cache_capacity(0) <= Bin::kCountMask, "a limit fits its field");
+  // pop_cached on the bins `bins`.
+  static void* pop_from(Bin* bins, unsigned size_class) {
+    Bin* const bin = bins + std::size_t{size_class};  // (one address, not one per field)
+    const std::uint64_t fill = bin->fill.load(std::memory_order_relaxed);
+    if ((fill & Bin::kCountMask) == 0) [[unlikely]]
+      return nullptr;
+    void* p = bin->slots[(fill & Bin::kCountMask) - 1];
+    bin->fill.store(fill + Bin::kPop, std::memory_order_relaxed);
+    *static_cast<std::uintptr_t*>(p) = 0;
+    return p;
+  }
   // What only the slow paths touch of a class: how its bin holds other arenas' regions.
   struct BinUse {
     bool mixed = false;                  // may hold regions of other arenas
@@ -344,8 +355,11 @@ class Allocator<Config>::ThreadCache {
   // What the fast paths read of the calling thread besides its cache's bins, in one line of
   // thread-local storage: the line its cache pointer is loaded from, so that a free touches
   // no line of the cache record but its bin's (and the stack's slot).
+  // The bins of a thread that has no cache: empty, never written.
+  static inline constinit Bin kNoBins[kNumClasses]{};
   struct alignas(64) ThreadState {
     ThreadCache* cache = nullptr;
+    Bin* bins = kNoBins;                    // cache->bins_ while the thread has a cache
     std::uintptr_t owned_chunk = kNoChunk;  // owns_chunk()'s memory, and the count it was
     std::uint64_t owned_under = 0;          // found under
     CacheState state = CacheState::None;

@@ -64,6 +64,7 @@ typename Allocator<Config>::ThreadCache* Allocator<Config>::ThreadCache::create(
   cache->arena_ = &arena;
   pthread_setspecific(g_cache_registry<Config>.key, cache);
   t_.cache = cache;
+  t_.bins = cache->bins_;
   t_.state = CacheState::Active;
   return cache;
 }
@@ -72,6 +73,7 @@ template <class Config>
 void Allocator<Config>::ThreadCache::on_thread_exit(void* p) {
   auto* cache = static_cast<ThreadCache*>(p);
   t_.cache = nullptr;
+  t_.bins = kNoBins;
   t_.owned_chunk = kNoChunk;  // a thread remembers a chunk only while it has a cache
   t_.state = CacheState::Exited;
   cache->flush_all();
