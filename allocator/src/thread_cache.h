@@ -310,6 +310,8 @@ class Allocator<Config>::ThreadCache {
   };
   static_assert(sizeof(Bin) == 16);
   static_assert(cache_capacity(0) <= Bin::kCountMask, "a limit fits its field");
+  static_assert(std::has_single_bit(kDecayTickBinPushes) && Bin::kPushesShift >= 32,
+                "the pushes' field is a power of two wide and above the room's");
   // pop_cached on the bins `bins`.
   static void* pop_from(Bin* bins, unsigned size_class) {
     Bin* const bin = bins + std::size_t{size_class};  // (one address, not one per field)
@@ -352,11 +354,11 @@ class Allocator<Config>::ThreadCache {
   // owns_chunk()'s memory: at first kNoChunk, which no chunk's base equals (not even that of
   // nullptr, 0: the fast free path leaves nullptr and other chunk-aligned pointers to it).
   static constexpr std::uintptr_t kNoChunk = 1;
+  // The bins of a thread that has no cache: empty, never written.
+  static inline constinit Bin kNoBins[kNumClasses]{};
   // What the fast paths read of the calling thread besides its cache's bins, in one line of
   // thread-local storage: the line its cache pointer is loaded from, so that a free touches
   // no line of the cache record but its bin's (and the stack's slot).
-  // The bins of a thread that has no cache: empty, never written.
-  static inline constinit Bin kNoBins[kNumClasses]{};
   struct alignas(64) ThreadState {
     ThreadCache* cache = nullptr;
     Bin* bins = kNoBins;                    // cache->bins_ while the thread has a cache
