@@ -644,6 +644,21 @@ TEST_F(CheckedMisuseDeathTest, SdallocxWithSizeOfAnotherClassAborts) {
       "pagemalloc: pm_sdallocx\\(0x[0-9a-f]+, 50\\): size does not match");
 }
 
+// The sized free tries free's fast path before it looks at the checks option: it relies on
+// no chunk being remembered while checks are on. A chunk remembered before they were turned on
+// (a free of a block in it) is forgotten when they are (an ownership change), so the size is
+// still checked.
+TEST_F(CheckedMisuseDeathTest, SdallocxWithWrongSizeAbortsInAChunkRememberedBeforeChecks) {
+  EXPECT_DEATH(
+      {
+        void* p = pm_malloc(100);
+        pm_free(pm_malloc(100));  // the chunk is remembered as the thread's arena's
+        turn_checks_on();
+        pm_sdallocx(p, 5000, 0);
+      },
+      "pagemalloc: pm_sdallocx\\(0x[0-9a-f]+, 5000\\): size does not match");
+}
+
 TEST_F(CheckedMisuseDeathTest, SdallocxWithWrongSizeOfLargeAndHugeBlocksAborts) {
   EXPECT_DEATH(
       {

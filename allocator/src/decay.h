@@ -35,9 +35,9 @@ std::uint64_t background_period_ms(long decay_ms);
 template <class Config>
 class Allocator<Config>::Decay {
  public:
-  // Called by a thread cache every kDecayTickBinPushes frees into one of its bins. Requires:
-  // no lock held.
-  static void tick_from_calls();
+  // Called by a thread cache every kDecayTickBinPushes frees into one of its bins (noexcept,
+  // so that a noexcept operator delete can end in it). Requires: no lock held.
+  static void tick_from_calls() noexcept;
 
   // A small block freed without a thread cache (to its arena, under the lock): in a design
   // without caches (Config::kThreadCaches), every kDecayTickCalls such frees of a thread

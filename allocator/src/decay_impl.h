@@ -36,7 +36,7 @@ void* Allocator<Config>::Decay::background_loop(void*) {
 }
 
 template <class Config>
-void Allocator<Config>::Decay::tick_from_calls() {
+void Allocator<Config>::Decay::tick_from_calls() noexcept {
   const std::uint64_t now = now_ms();
   std::uint64_t next = next_tick_ms_.load(std::memory_order_relaxed);
   if (now < next) return;

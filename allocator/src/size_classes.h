@@ -137,6 +137,7 @@ struct SizeClassTable {
 // cache bin looks its class up here whatever its Config.
 inline constexpr const auto& kAllSizeClasses = SizeClassTable<16384>::kClasses;
 inline constexpr std::size_t kAllClassesCount = SizeClassTable<16384>::kCount;
+static_assert(kAllClassesCount < 128, "a slab's page-map entry holds its class below 128");
 static_assert([] {
   for (std::size_t c = 0; c < SizeClassTable<2048>::kCount; ++c)
     if (SizeClassTable<2048>::kClasses[c].size != kAllSizeClasses[c].size) return false;

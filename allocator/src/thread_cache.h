@@ -208,7 +208,7 @@ class Allocator<Config>::ThreadCache {
     const bool tick = __builtin_add_overflow(fill, Bin::kPush, &next);
     bin->fill.store(next, std::memory_order_relaxed);
     if (tick) [[unlikely]]
-      tick_decay();
+      Decay::tick_from_calls();
   }
 
   // Requires: as push; p belongs to another automatic arena than this cache's.
@@ -335,9 +335,6 @@ class Allocator<Config>::ThreadCache {
     std::uint32_t foreign_mark = 0;  // count after the last foreign push, flush or growth
   };
   static ThreadCache* create(Arena& arena);
-  // Every kDecayTickBinPushes pushes into a bin: the decay's tick from ordinary calls
-  // (decay.h).
-  void tick_decay() noexcept;
   static void on_thread_exit(void* cache);
   // Adds this cache's moves to the registry's total of gone caches (registry lock held).
   void retire_moves();

@@ -152,11 +152,6 @@ bool Allocator<Config>::ThreadCache::holds(unsigned size_class, const void* p) c
 }
 
 template <class Config>
-void Allocator<Config>::ThreadCache::tick_decay() noexcept {
-  Decay::tick_from_calls();
-}
-
-template <class Config>
 void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
   Bin& bin = bins_[size_class];
   BinUse& use = uses_[size_class];
