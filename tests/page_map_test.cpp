@@ -192,6 +192,17 @@ TEST(PageEntry, OnlySlabEntriesAreSlabsByTheirSign) {
   EXPECT_TRUE(PageEntry::slab(storage, 127, 255).is_slab());
 }
 
+TEST(PageEntry, SlabEntriesGiveTheirBiasedClassTimesSixteen) {
+  alignas(64) static std::byte storage[64];
+  const void* highest_record = reinterpret_cast<const void*>(std::uintptr_t{0x0000'ffff'ffff'ffc0});
+  for (unsigned size_class = 0; size_class < 128; ++size_class)
+    for (unsigned page : {0u, 1u, 15u, 255u})
+      for (const void* descriptor : {static_cast<const void*>(storage), highest_record})
+        EXPECT_EQ(PageEntry::slab(descriptor, size_class, page).class_byte_times_16(),
+                  (size_class + PageEntry::kClassBias) * 16)
+            << size_class << " " << page;
+}
+
 TEST(PageEntry, SlabEntriesOfDifferentFieldsDiffer) {
   alignas(64) static std::byte storage[128];
   EXPECT_NE(PageEntry::slab(storage, 3, 0), PageEntry::slab(storage, 4, 0));

@@ -227,9 +227,16 @@ inline typename Allocator<Config>::Heap& Allocator<Config>::heap() {
 // slow paths.
 template <class Config>
 inline void* Allocator<Config>::Heap::allocate(std::size_t size, std::size_t align, bool zero) {
-  if (size <= kMaxSmallSize && align <= alignof(std::uint64_t) && !zero) [[likely]] {
-    if (void* p = ThreadCache::pop_cached_here(size_class_of(size))) [[likely]]
-      return p;
+  if (align <= alignof(std::uint64_t) && !zero) [[likely]] {
+    // The fine table's sizes first, in a straight line: the coarse one's are rarer.
+    if (size <= BuildSizeClasses::kMaxFineSize) [[likely]] {
+      if (void* p = ThreadCache::pop_cached_here(BuildSizeClasses::fine_class_of(size))) [[likely]]
+        return p;
+    } else if (size <= kMaxSmallSize) {
+      if (void* p = ThreadCache::pop_cached_here(BuildSizeClasses::coarse_class_of(size)))
+          [[likely]]
+        return p;
+    }
   }
   return allocate_slow(size, align, zero);  // refills an empty bin, among the rest
 }
@@ -280,7 +287,7 @@ inline bool Allocator<Config>::Heap::freed_into_cache(void* p) {
       [[unlikely]]
     return false;
   *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
-  ThreadCache::remembering()->push(e.size_class(), p);
+  ThreadCache::remembering()->push_slab_region(e, p);
   return true;
 }
 

@@ -115,7 +115,14 @@ struct SizeClassTable {
 
   // Requires: size <= kMax. Size 0 has the class of size 1 (a malloc(0) block).
   static constexpr unsigned class_of(std::size_t size) {
-    return size <= 1024 ? kFineLookup[(size + 7) >> 3] : kCoarseLookup[(size + 127) >> 7];
+    return size <= kMaxFineSize ? fine_class_of(size) : coarse_class_of(size);
+  }
+  // class_of's two tables: sizes up to kMaxFineSize in steps of 8 bytes, the rest in steps
+  // of 128.
+  static constexpr std::size_t kMaxFineSize = 1024;
+  static constexpr unsigned fine_class_of(std::size_t size) { return kFineLookup[(size + 7) >> 3]; }
+  static constexpr unsigned coarse_class_of(std::size_t size) {
+    return kCoarseLookup[(size + 127) >> 7];
   }
   // The smallest class that holds `size` bytes and whose regions are all aligned to `align`
   // (a power of two <= the page size: a slab starts on a page, so a class that is a multiple

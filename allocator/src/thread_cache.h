@@ -198,17 +198,15 @@ class Allocator<Config>::ThreadCache {
   }
 
   // Requires: p is a live region of size_class not yet in any cache.
-  void push(unsigned size_class, void* p) {
-    Bin* const bin = bins_ + std::size_t{size_class};
-    const std::uint64_t fill = bin->fill.load(std::memory_order_relaxed);
-    if ((fill & Bin::kRoomMask) == 0) [[unlikely]]
-      return push_overflowing(bin, p);
-    bin->slots[fill & Bin::kCountMask] = p;
-    std::uint64_t next;
-    const bool tick = __builtin_add_overflow(fill, Bin::kPush, &next);
-    bin->fill.store(next, std::memory_order_relaxed);
-    if (tick) [[unlikely]]
-      Decay::tick_from_calls();
+  void push(unsigned size_class, void* p) { push_to(bins_ + std::size_t{size_class}, p); }
+  // push for the region p of the slab page whose entry is e: the bin's address from the
+  // entry's class byte (PageEntry::class_byte_times_16) with no subtraction of the bias.
+  void push_slab_region(PageEntry e, void* p) {
+    static_assert(sizeof(Bin) == 16);
+    constexpr std::size_t kBias = std::size_t{PageEntry::kClassBias} * sizeof(Bin);
+    push_to(reinterpret_cast<Bin*>(reinterpret_cast<std::byte*>(bins_) +
+                                   (e.class_byte_times_16() - kBias)),
+            p);
   }
 
   // Requires: as push; p belongs to another automatic arena than this cache's.
@@ -236,7 +234,7 @@ class Allocator<Config>::ThreadCache {
   // Returns every cached region to the arena (thread exit, or pm_purge on this thread).
   void flush_all();
 
-  static std::uintptr_t freed_key() { return kFreedKey; }
+  static constexpr std::uintptr_t freed_key() { return kFreedKey; }
 
   // Bytes of free regions held by all threads' caches (for the statistics).
   static std::size_t bytes_cached_by_all();
@@ -312,7 +310,18 @@ class Allocator<Config>::ThreadCache {
   static_assert(cache_capacity(0) <= Bin::kCountMask, "a limit fits its field");
   static_assert(std::has_single_bit(kDecayTickBinPushes) && Bin::kPushesShift >= 32,
                 "the pushes' field is a power of two wide and above the room's");
-  // pop_cached on the bins `bins`.
+  // push on the bin `bin`.
+  void push_to(Bin* const bin, void* p) {
+    const std::uint64_t fill = bin->fill.load(std::memory_order_relaxed);
+    if ((fill & Bin::kRoomMask) == 0) [[unlikely]]
+      return push_overflowing(bin, p);
+    bin->slots[fill & Bin::kCountMask] = p;
+    std::uint64_t next;
+    const bool tick = __builtin_add_overflow(fill, Bin::kPush, &next);
+    bin->fill.store(next, std::memory_order_relaxed);
+    if (tick) [[unlikely]]
+      Decay::tick_from_calls();
+  }  // pop_cached on the bins `bins`.
   static void* pop_from(Bin* bins, unsigned size_class) {
     Bin* const bin = bins + std::size_t{size_class};  // (one address, not one per field)
     const std::uint64_t fill = bin->fill.load(std::memory_order_relaxed);
@@ -346,7 +355,12 @@ class Allocator<Config>::ThreadCache {
   std::uint32_t flush(unsigned size_class, unsigned n);
   static void return_to_owners(Arena* mine, void* const* regions, unsigned n);
 
-  static constexpr std::uintptr_t kFreedKey = 0x7061'6765'6672'6565;  // "pagefree"
+  // A value no pointer or small integer takes (a kernel address, and a NaN as a double), that
+  // is a 32-bit immediate sign-extended: free compares and writes it with no separate load of
+  // the constant. A block whose first word holds it by chance only takes the slow path, which
+  // asks the cache and the slab whether the block is free.
+  static constexpr std::uintptr_t kFreedKey = 0xffff'ffff'9e37'79b9;
+  static_assert(std::intptr_t(kFreedKey) == std::int32_t(kFreedKey));
   enum class CacheState : std::uint8_t { None, Creating, Active, Exited };
   // owns_chunk()'s memory: at first kNoChunk, which no chunk's base equals (not even that of
   // nullptr, 0: the fast free path leaves nullptr and other chunk-aligned pointers to it).

@@ -87,12 +87,21 @@ class PageEntry {
   [[nodiscard]] constexpr unsigned size_class() const {
     return unsigned(bits_ >> kClassShift) - kClassBias;
   }
+  // Slab entries: (size_class() + kClassBias) * 16, the class byte moved down to bits 4-11
+  // (a shift and a mask: the index of a 16-byte record in a table that starts kClassBias
+  // records early).
+  [[nodiscard]] constexpr std::size_t class_byte_times_16() const {
+    return std::size_t(bits_ >> (kClassShift - 4)) & 0xff0;
+  }
   // Slab entries: how many pages before this one the slab starts.
   [[nodiscard]] constexpr unsigned page_in_slab() const {
     return unsigned((bits_ >> kSlabPageShift) & 0xff);
   }
 
   constexpr bool operator==(const PageEntry&) const = default;
+
+  // A Slab entry's top byte is its class plus this: it sets bit 63 in every Slab entry.
+  static constexpr unsigned kClassBias = 128;
 
  private:
   constexpr explicit PageEntry(std::uint64_t bits) : bits_(bits) {}
@@ -104,7 +113,6 @@ class PageEntry {
   static constexpr std::uint64_t kRecordMask = 0x0000fffffffffff0;
   static constexpr unsigned kSlabPageShift = 48;
   static constexpr unsigned kClassShift = 56;
-  static constexpr unsigned kClassBias = 128;  // sets bit 63 in every Slab entry
   static constexpr std::uint64_t kDescriptorMask = 0x0000ffffffffffc0;
 
   std::uint64_t bits_ = 0;  // 0: never written (no page of a live chunk stays so)
