@@ -222,7 +222,7 @@ inline typename Allocator<Config>::Heap& Allocator<Config>::heap() {
 }
 
 // The fast paths: a small request served from the thread cache, and a small block freed into
-// it (about 23 and 36 instructions, as callgrind counts them: papers/cross-thread/
+// it (about 20 and 33 instructions, as callgrind counts them: papers/cross-thread/
 // instructions.md, and the README on why not fewer). Everything else goes to the out-of-line
 // slow paths.
 template <class Config>
