@@ -4,7 +4,10 @@
 //                       allocated from, a list of the others that have free regions, and a
 //                       stash of free regions that thread caches flushed (as tcmalloc's
 //                       transfer cache): a flush or a refill moves a batch of pointers with
-//                       one copy, and slab bitmaps are touched only when the stash overflows
+//                       one copy, and slab bitmaps are touched only when the stash overflows.
+//                       Each stash has a lock of its own: a refill the stash serves whole,
+//                       and a flush it has room for, take no other (threads of one arena
+//                       that trade regions of different classes do not queue on one lock)
 //   large (< a chunk)   a run of whole pages, its length in the page map's first entry
 //
 // Slow paths (a new slab, a run freed) tick the decay clock; free runs that stayed dirty for
@@ -232,13 +235,23 @@ class Allocator<Config>::Arena {
   // (heap_invariants_impl.h): nullptr, or what is broken.
   const char* check_blocks();
 
-  // fork(): the lock is taken before and released after, in the parent and in the child, so
-  // that the child never inherits it half-held (fork_impl.h).
-  void lock_for_fork() { lock_.lock(); }
-  void unlock_after_fork() { lock_.unlock(); }
-  // In the child, lock_ still held: the rings' regions to the stashes and slabs, and the rings
-  // emptied, for a slot reserved by a thread of the parent is never written (remote_ring.h).
+  // fork(): the locks are taken before and released after, in the parent and in the child,
+  // so that the child never inherits one half-held (fork_impl.h): the arena's, then each
+  // stash's (the order every path takes them in).
+  void lock_for_fork() {
+    lock_.lock();
+    for (Stash& s : stashes_) s.lock.lock();
+  }
+  void unlock_after_fork() {
+    for (Stash& s : stashes_) s.lock.unlock();
+    lock_.unlock();
+  }
+  // In the child, every lock still held: the rings' regions to the stashes and slabs, and the
+  // rings emptied, for a slot reserved by a thread of the parent is never written
+  // (remote_ring.h).
   void settle_remote_in_child();
+  // For the tests: the arena's own lock, held by a test to show what does not wait for it.
+  Lock& lock_for_tests() { return lock_; }
   // What the run manager has done so far (counters.h; all zero unless built with counting).
   RunCounterValues run_counters() {
     LockGuard guard(lock_);
@@ -249,10 +262,31 @@ class Allocator<Config>::Arena {
   struct Bin {
     Slab* current = nullptr;  // allocated from first; never on `partial`
     IntrusiveList<Slab, &Slab::prev, &Slab::next> partial;  // other slabs with free regions
-    unsigned stashed = 0;                                   // regions in the stash
   };
-  // Slots 0 .. bins_[c].stashed-1 of class c's stash hold free regions.
+  // A class's stash: slots 0 .. count-1 of stash_of(class) hold free regions. Under its own
+  // lock, taken after lock_ when both are held. Regions that pass through it without lock_
+  // are counted in handed_out (handed out less taken back), not in allocated_ and blocks_:
+  // the arena's totals are the sums (stats(), check_blocks()). On a line of its own.
+  struct alignas(64) Stash {
+    Lock lock;
+    unsigned count = 0;
+    std::int64_t handed_out = 0;
+  };
+  // Slots 0 .. stashes_[c].count-1 of class c's stash hold free regions.
   void** stash_of(unsigned size_class) { return stash_slots_ + kStashOffsets[size_class]; }
+  // Requires: lock_ not held. A whole refill from the stash alone, or a whole flush into it
+  // (wait: whether to wait for the stash's lock): whether it was done. Declined while large
+  // blocks wait for lock_ (deferred_large_) or the class's inbox may hold regions, which only
+  // a holder of lock_ takes.
+  bool take_stashed(unsigned size_class, void** out, unsigned n);
+  bool stash_whole(void* const* regions, unsigned n, bool wait);
+  // Requires: lock_ held. What the stashes handed out without lock_, less what they took
+  // back so: blocks and bytes to add to blocks_ and allocated_.
+  struct HandedOut {
+    std::int64_t blocks = 0;
+    std::int64_t bytes = 0;
+  };
+  HandedOut stash_handed_out();
 
   Slab* next_slab(Bin& bin, unsigned size_class);
   // Requires: lock_ held. alloc_batch's and alloc_large's work.
@@ -331,8 +365,9 @@ class Allocator<Config>::Arena {
   RemoteRing::Slots ring_slots(unsigned size_class) {
     return {remote_ring_slots_ + kRemoteRingOffsets[size_class], remote_ring_capacity(size_class)};
   }
-  // Requires: lock_ held. A region taken from the inbox, to the stash, else to its slab.
-  void take_back(unsigned size_class, void* p);
+  // Requires: lock_ held, and the class's stash's lock when stash_locked. A region taken
+  // from the inbox, to the stash, else to its slab.
+  void take_back(unsigned size_class, void* p, bool stash_locked = false);
   // Requires: lock_ held. Every region waiting for the class, to its stash or slab.
   void collect_remote(unsigned size_class);
   void collect_all_remote();
@@ -351,6 +386,7 @@ class Allocator<Config>::Arena {
   ChunkPal pal_;
   Runs runs_;
   Bin bins_[kNumClasses];
+  Stash stashes_[kNumClasses];
   MetaPool<Slab> slab_pool_;
   std::size_t allocated_ = 0;
   std::size_t blocks_ = 0;

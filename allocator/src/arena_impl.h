@@ -34,6 +34,7 @@ void* Allocator<Config>::Arena::alloc_small(unsigned size_class) {
 
 template <class Config>
 unsigned Allocator<Config>::Arena::alloc_batch(unsigned size_class, void** out, unsigned n) {
+  if (take_stashed(size_class, out, n)) return n;
   std::size_t grown = 0;
   unsigned taken = 0;
   {
@@ -50,10 +51,14 @@ unsigned Allocator<Config>::Arena::alloc_batch_locked(unsigned size_class, void*
   unsigned taken = 0;
   if (remote_waiting(size_class)) taken = take_remote(size_class, out, n);
   Bin& bin = bins_[size_class];
-  const unsigned from_stash = n - taken < bin.stashed ? n - taken : bin.stashed;
-  bin.stashed -= from_stash;
-  std::memcpy(out + taken, stash_of(size_class) + bin.stashed, from_stash * sizeof(void*));
-  taken += from_stash;
+  {
+    Stash& stash = stashes_[size_class];
+    LockGuard stash_guard(stash.lock);
+    const unsigned from_stash = n - taken < stash.count ? n - taken : stash.count;
+    stash.count -= from_stash;
+    std::memcpy(out + taken, stash_of(size_class) + stash.count, from_stash * sizeof(void*));
+    taken += from_stash;
+  }
   const unsigned from_slabs = taken;
   while (taken < n) {
     Slab* slab = bin.current;
@@ -84,9 +89,53 @@ void Allocator<Config>::Arena::free_small(Slab* slab, void* p, const char* call)
 
 template <class Config>
 void Allocator<Config>::Arena::free_batch(void* const* regions, unsigned n, const char* call) {
-  if (n == 0) return;
+  if (n == 0 || stash_whole(regions, n, true)) return;
   Locked guard(*this);
   free_batch_locked(regions, n, call);
+}
+
+template <class Config>
+bool Allocator<Config>::Arena::take_stashed(unsigned size_class, void** out, unsigned n) {
+  if (!Config::kTransferStash || remote_waiting(size_class) || deferred_large_.maybe_nonempty())
+    return false;
+  Stash& stash = stashes_[size_class];
+  LockGuard guard(stash.lock);
+  if (stash.count < n) return false;
+  stash.count -= n;
+  std::memcpy(out, stash_of(size_class) + stash.count, n * sizeof(void*));
+  stash.handed_out += n;
+  return true;
+}
+
+template <class Config>
+bool Allocator<Config>::Arena::stash_whole(void* const* regions, unsigned n, bool wait) {
+  if (!Config::kTransferStash || deferred_large_.maybe_nonempty()) return false;
+  const unsigned size_class =
+      page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
+  Stash& stash = stashes_[size_class];
+  if (wait) stash.lock.lock();
+  else if (!stash.lock.try_lock()) return false;
+  const bool fits = stash.count + n <= stash_capacity(size_class);
+  if (fits) {
+    std::memcpy(stash_of(size_class) + stash.count, regions, n * sizeof(void*));
+    stash.count += n;
+    stash.handed_out -= n;
+  }
+  stash.lock.unlock();
+  return fits;
+}
+
+// Requires: lock_ held.
+template <class Config>
+typename Allocator<Config>::Arena::HandedOut Allocator<Config>::Arena::stash_handed_out() {
+  HandedOut total;
+  for (unsigned c = 0; c < kNumClasses; ++c) {
+    Stash& stash = stashes_[c];
+    LockGuard guard(stash.lock);
+    total.blocks += stash.handed_out;
+    total.bytes += stash.handed_out * std::int64_t(kSizeClasses[c].size);
+  }
+  return total;
 }
 
 // Requires: lock_ held.
@@ -95,14 +144,16 @@ void Allocator<Config>::Arena::free_batch_locked(void* const* regions, unsigned 
                                                  const char* call) {
   const unsigned size_class =
       page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
-  Bin& bin = bins_[size_class];
-  if (Config::kTransferStash &&
-      bin.stashed + n <= stash_capacity(size_class)) {  // one class per batch: a cache's bin
-    std::memcpy(stash_of(size_class) + bin.stashed, regions, n * sizeof(void*));
-    bin.stashed += n;
-    allocated_ -= std::size_t(n) * kSizeClasses[size_class].size;
-    blocks_ -= n;
-    return;
+  if constexpr (Config::kTransferStash) {
+    Stash& stash = stashes_[size_class];
+    LockGuard stash_guard(stash.lock);
+    if (stash.count + n <= stash_capacity(size_class)) {  // one class per batch: a cache's bin
+      std::memcpy(stash_of(size_class) + stash.count, regions, n * sizeof(void*));
+      stash.count += n;
+      allocated_ -= std::size_t(n) * kSizeClasses[size_class].size;
+      blocks_ -= n;
+      return;
+    }
   }
   for (unsigned i = 0; i < n; ++i) {
     void* p = regions[i];
@@ -114,9 +165,11 @@ void Allocator<Config>::Arena::free_batch_locked(void* const* regions, unsigned 
 template <class Config>
 void Allocator<Config>::Arena::free_remote(void* const* regions, unsigned n) {
   if (n == 0) return;
-  // Free, the lock is taken for the batch: a stash takes it with one copy, where the inbox
-  // would leave a chain for the owner to walk one cold region at a time. Held, the batch goes
-  // to the inbox: a remote free never waits for it.
+  // Into the stash if its lock is free and it has room; else, the arena's lock free, it is
+  // taken for the batch: a stash or a slab takes it with one copy or one bitmap each, where
+  // the inbox would leave a chain for the owner to walk one cold region at a time. Held, the
+  // batch goes to the inbox: a remote free never waits for a lock.
+  if (stash_whole(regions, n, false)) return;
   if (lock_.try_lock()) {
     free_batch_locked(regions, n, "free");
     return unlock();
@@ -154,16 +207,21 @@ unsigned Allocator<Config>::Arena::take_remote(unsigned size_class, void** out, 
 }
 
 template <class Config>
-void Allocator<Config>::Arena::take_back(unsigned size_class, void* p) {
-  Bin& bin = bins_[size_class];
-  if (Config::kTransferStash && bin.stashed < stash_capacity(size_class)) {
-    stash_of(size_class)[bin.stashed++] = p;
-    allocated_ -= kSizeClasses[size_class].size;
-    --blocks_;
-  } else {
-    const PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
-    give_back(static_cast<Slab*>(e.slab_descriptor()), p, "free");  // counts it
+void Allocator<Config>::Arena::take_back(unsigned size_class, void* p, bool stash_locked) {
+  if constexpr (Config::kTransferStash) {
+    Stash& stash = stashes_[size_class];
+    if (!stash_locked) stash.lock.lock();
+    const bool fits = stash.count < stash_capacity(size_class);
+    if (fits) {
+      stash_of(size_class)[stash.count++] = p;
+      allocated_ -= kSizeClasses[size_class].size;
+      --blocks_;
+    }
+    if (!stash_locked) stash.lock.unlock();
+    if (fits) return;
   }
+  const PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
+  give_back(static_cast<Slab*>(e.slab_descriptor()), p, "free");  // counts it
 }
 
 template <class Config>
@@ -182,7 +240,7 @@ void Allocator<Config>::Arena::collect_remote(unsigned size_class) {
 template <class Config>
 void Allocator<Config>::Arena::settle_remote_in_child() {
   for (unsigned c = 0; c < kNumClasses; ++c)
-    remote_rings_[c].drain_alone(ring_slots(c), [&](void* p) { take_back(c, p); });
+    remote_rings_[c].drain_alone(ring_slots(c), [&](void* p) { take_back(c, p, true); });
 }
 
 // Requires: lock_ held.
@@ -197,9 +255,12 @@ bool Allocator<Config>::Arena::region_is_free(Slab* slab, const void* p) {
   const SizeClass& sc = kSizeClasses[slab->size_class];
   LockGuard guard(lock_);
   collect_remote(slab->size_class);  // a region waiting in the inbox is free too
-  const Bin& bin = bins_[slab->size_class];
-  for (unsigned i = 0; i < bin.stashed; ++i)
-    if (stash_of(slab->size_class)[i] == p) return true;
+  {
+    Stash& stash = stashes_[slab->size_class];
+    LockGuard stash_guard(stash.lock);
+    for (unsigned i = 0; i < stash.count; ++i)
+      if (stash_of(slab->size_class)[i] == p) return true;
+  }
   return slab->is_free(
       region_index(sc, std::size_t(static_cast<const std::byte*>(p) - slab->base)));
 }
@@ -208,9 +269,10 @@ bool Allocator<Config>::Arena::region_is_free(Slab* slab, const void* p) {
 template <class Config>
 void Allocator<Config>::Arena::unstash_all() {
   for (unsigned size_class = 0; size_class < kNumClasses; ++size_class) {
-    Bin& bin = bins_[size_class];
-    const unsigned n = bin.stashed;
-    bin.stashed = 0;
+    Stash& stash = stashes_[size_class];
+    LockGuard stash_guard(stash.lock);  // give_back takes no stash's lock
+    const unsigned n = stash.count;
+    stash.count = 0;
     for (unsigned i = 0; i < n; ++i) {
       void* p = stash_of(size_class)[i];
       PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
@@ -487,7 +549,11 @@ void Allocator<Config>::Arena::reset() {
   for (Bin& bin : bins_) {
     bin.current = nullptr;
     bin.partial = {};
-    bin.stashed = 0;
+  }
+  for (Stash& stash : stashes_) {
+    LockGuard stash_guard(stash.lock);
+    stash.count = 0;
+    stash.handed_out = 0;
   }
   for (std::byte* chunk : pal_.chunks()) free_every_block(chunk);
   allocated_ = 0;
@@ -591,8 +657,9 @@ ArenaStats Allocator<Config>::Arena::stats() {
   LockGuard guard(lock_);
   free_deferred_large();
   collect_all_remote();
-  return ArenaStats{allocated_,
-                    blocks_,
+  const HandedOut handed_out = stash_handed_out();
+  return ArenaStats{std::size_t(std::int64_t(allocated_) + handed_out.bytes),
+                    std::size_t(std::int64_t(blocks_) + handed_out.blocks),
                     active_pages_,
                     runs_.chunks(),
                     runs_.dirty_pages().value(),

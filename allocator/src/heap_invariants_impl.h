@@ -205,9 +205,11 @@ const char* Allocator<Config>::Arena::check_blocks() {
       if (address_map().get(chunk_base_of(s->base)) != my_tag)
         return "a slab on a bin's list is in another arena's chunk";
     }
-    if (bin.stashed > stash_capacity(c)) return "a bin's stash holds more than its capacity";
+    Stash& stash = stashes_[c];
+    LockGuard stash_guard(stash.lock);
+    if (stash.count > stash_capacity(c)) return "a bin's stash holds more than its capacity";
     const SizeClass& sc = kSizeClasses[c];
-    for (unsigned k = 0; k < bin.stashed; ++k) {
+    for (unsigned k = 0; k < stash.count; ++k) {
       const auto* p = static_cast<const std::byte*>(stash_of(c)[k]);
       std::byte* chunk = chunk_base_of(p);
       if (address_map().get(chunk) != my_tag)
@@ -222,14 +224,17 @@ const char* Allocator<Config>::Arena::check_blocks() {
         return "a stashed region is not the start of a region";
       if (slab->is_free(index)) return "a stashed region is also free in its slab's bitmap";
     }
-    stashed += bin.stashed;
-    stashed_bytes += std::size_t(bin.stashed) * sc.size;
+    stashed += stash.count;
+    stashed_bytes += std::size_t(stash.count) * sc.size;
   }
+  const HandedOut handed_out = stash_handed_out();
+  const auto blocks = std::size_t(std::int64_t(blocks_) + handed_out.blocks);
+  const auto allocated = std::size_t(std::int64_t(allocated_) + handed_out.bytes);
   if (listed != tally.listed_slabs)
     return "the slabs marked listed are not those on the bins' lists";
-  if (tally.regions_in_use + tally.large_blocks != blocks_ + stashed)
+  if (tally.regions_in_use + tally.large_blocks != blocks + stashed)
     return "regions in use and large blocks are not the blocks handed out plus those stashed";
-  if (tally.region_bytes + tally.large_bytes != allocated_ + stashed_bytes)
+  if (tally.region_bytes + tally.large_bytes != allocated + stashed_bytes)
     return "bytes in use are not the bytes handed out plus those stashed";
   if (tally.active_pages != active_pages_) return "slab and large pages are not the active pages";
   if (tally.slab_pages != slab_pages_) return "the slabs' pages are not the slab pages counted";

@@ -1,0 +1,133 @@
+// An arena's stashes under their own locks (arena.h): a flush the class's stash has room for
+// and a refill it serves whole take no other lock, so they go on while another thread holds
+// the arena's. What passes through them that way is still counted (the statistics and the
+// invariant checks add it to the arena's totals), and a refill or a flush the stash cannot
+// take whole still goes through the arena's lock, stash first.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "arena.h"
+#include "build_config.h"
+#include "size_classes.h"
+
+namespace {
+
+using pagemalloc::Arena;
+using namespace std::chrono_literals;
+
+constexpr unsigned kClass = 4;  // 64 bytes
+const std::size_t kSize = pagemalloc::kSizeClasses[kClass].size;
+
+// Runs work on another thread while this one holds the arena's lock; whether it finished
+// within the deadline (a wait for the lock never does). Work that needs no lock is given a
+// generous one; work expected to wait, a short one.
+template <class Work>
+bool finishes_while_the_arena_is_locked(Arena& arena, Work work,
+                                        std::chrono::milliseconds deadline = 20s) {
+  arena.lock_for_tests().lock();
+  auto done = std::async(std::launch::async, work);
+  const bool finished = done.wait_for(deadline) == std::future_status::ready;
+  arena.lock_for_tests().unlock();
+  done.wait();
+  return finished;
+}
+
+TEST(ArenaStash, AFlushItHasRoomForAndARefillItServesTakeNoArenaLock) {
+  if (!pagemalloc::BuildConfig::kTransferStash)
+    GTEST_SKIP() << "a design without stashes frees every flushed region to its slab";
+  auto arena = std::make_unique<Arena>(4101);
+  void* regions[32];
+  ASSERT_EQ(arena->alloc_batch(kClass, regions, 32), 32u);
+  const std::size_t allocated = arena->stats().allocated;
+  void* again[32] = {};
+  EXPECT_TRUE(finishes_while_the_arena_is_locked(*arena, [&] {
+    arena->free_batch(regions, 32, "test");
+    EXPECT_EQ(arena->alloc_batch(kClass, again, 32), 32u);
+  }));
+  EXPECT_EQ(std::set<void*>(regions, regions + 32), std::set<void*>(again, again + 32));
+  EXPECT_EQ(arena->stats().allocated, allocated);
+  EXPECT_EQ(arena->check_blocks(), nullptr);
+  arena->free_batch(again, 32, "test");
+  EXPECT_EQ(arena->stats().allocated, allocated - 32 * kSize);
+  EXPECT_EQ(arena->check_blocks(), nullptr);
+}
+
+TEST(ArenaStash, WhatPassesThroughItWithoutTheArenaLockIsCounted) {
+  auto arena = std::make_unique<Arena>(4102);
+  void* regions[48];
+  ASSERT_EQ(arena->alloc_batch(kClass, regions, 48), 48u);
+  EXPECT_EQ(arena->stats().allocated, 48 * kSize);
+  EXPECT_EQ(arena->stats().blocks, 48u);
+  arena->free_batch(regions, 48, "test");  // into the stash, by its lock alone
+  EXPECT_EQ(arena->stats().allocated, 0u);
+  EXPECT_EQ(arena->stats().blocks, 0u);
+  EXPECT_EQ(arena->check_blocks(), nullptr);
+  ASSERT_EQ(arena->alloc_batch(kClass, regions, 16), 16u);  // out of it the same way
+  EXPECT_EQ(arena->stats().allocated, 16 * kSize);
+  EXPECT_EQ(arena->stats().blocks, 16u);
+  EXPECT_EQ(arena->check_blocks(), nullptr);
+  arena->free_batch(regions, 16, "test");
+  arena->purge_all();  // the stash back to its slabs, under both locks
+  EXPECT_EQ(arena->stats().allocated, 0u);
+  EXPECT_EQ(arena->check_blocks(), nullptr);
+}
+
+TEST(ArenaStash, ARefillLargerThanTheStashTakesItAllThenSlabs) {
+  auto arena = std::make_unique<Arena>(4103);
+  void* first[20];
+  ASSERT_EQ(arena->alloc_batch(kClass, first, 20), 20u);
+  arena->free_batch(first, 20, "test");
+  void* refill[50];
+  ASSERT_EQ(arena->alloc_batch(kClass, refill, 50), 50u);
+  const std::set<void*> got(refill, refill + 50);
+  EXPECT_EQ(got.size(), 50u);
+  for (void* p : first) EXPECT_EQ(got.count(p), 1u) << "a stashed region was left behind";
+  EXPECT_EQ(arena->stats().allocated, 50 * kSize);
+  EXPECT_EQ(arena->check_blocks(), nullptr);
+}
+
+TEST(ArenaStash, AFlushThatDoesNotFitGoesToTheSlabsUnderTheArenaLock) {
+  auto arena = std::make_unique<Arena>(4104);
+  const unsigned capacity = pagemalloc::stash_capacity(kClass);
+  std::vector<void*> regions(capacity + 10);
+  unsigned got = 0;
+  while (got < regions.size())
+    got += arena->alloc_batch(kClass, regions.data() + got, unsigned(regions.size()) - got);
+  arena->free_batch(regions.data(), capacity, "test");  // fills the stash
+  EXPECT_FALSE(finishes_while_the_arena_is_locked(
+      *arena,
+      [&] {
+        arena->free_batch(regions.data() + capacity, 10, "test");  // must wait for the lock
+      },
+      300ms));
+  EXPECT_EQ(arena->stats().allocated, 0u);
+  EXPECT_EQ(arena->check_blocks(), nullptr);
+}
+
+TEST(ArenaStash, ThreadsTradingOneClassLoseNothing) {
+  auto arena = std::make_unique<Arena>(4105);
+  constexpr int kThreads = 4, kRounds = 2000, kBatch = 24;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      void* regions[kBatch];
+      for (int r = 0; r < kRounds; ++r) {
+        const unsigned n = arena->alloc_batch(kClass + unsigned(r % 2), regions, kBatch);
+        ASSERT_EQ(n, unsigned(kBatch));
+        arena->free_batch(regions, n, "test");
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(arena->stats().allocated, 0u);
+  EXPECT_EQ(arena->stats().blocks, 0u);
+  EXPECT_EQ(arena->check_blocks(), nullptr);
+}
+
+}  // namespace
