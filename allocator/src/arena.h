@@ -269,10 +269,15 @@ class Allocator<Config>::Arena {
   // the arena's totals are the sums (stats(), check_blocks()). On a line of its own.
   struct alignas(64) Stash {
     Lock lock;
-    unsigned count = 0;
     std::int64_t handed_out = 0;
+    // Written under the lock; read without it only as a hint (an empty stash is not locked).
+    [[nodiscard]] unsigned count() const { return count_.load(std::memory_order_relaxed); }
+    void set_count(unsigned n) { count_.store(n, std::memory_order_relaxed); }
+
+   private:
+    std::atomic<unsigned> count_{0};
   };
-  // Slots 0 .. stashes_[c].count-1 of class c's stash hold free regions.
+  // Slots 0 .. stashes_[c].count() - 1 of class c's stash hold free regions.
   void** stash_of(unsigned size_class) { return stash_slots_ + kStashOffsets[size_class]; }
   // Requires: lock_ not held. A whole refill from the stash alone, or a whole flush into it
   // (wait: whether to wait for the stash's lock): whether it was done. Declined while large

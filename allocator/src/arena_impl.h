@@ -51,12 +51,11 @@ unsigned Allocator<Config>::Arena::alloc_batch_locked(unsigned size_class, void*
   unsigned taken = 0;
   if (remote_waiting(size_class)) taken = take_remote(size_class, out, n);
   Bin& bin = bins_[size_class];
-  {
-    Stash& stash = stashes_[size_class];
+  if (Stash& stash = stashes_[size_class]; stash.count() != 0) {
     LockGuard stash_guard(stash.lock);
-    const unsigned from_stash = n - taken < stash.count ? n - taken : stash.count;
-    stash.count -= from_stash;
-    std::memcpy(out + taken, stash_of(size_class) + stash.count, from_stash * sizeof(void*));
+    const unsigned from_stash = n - taken < stash.count() ? n - taken : stash.count();
+    stash.set_count(stash.count() - from_stash);
+    std::memcpy(out + taken, stash_of(size_class) + stash.count(), from_stash * sizeof(void*));
     taken += from_stash;
   }
   const unsigned from_slabs = taken;
@@ -99,10 +98,11 @@ bool Allocator<Config>::Arena::take_stashed(unsigned size_class, void** out, uns
   if (!Config::kTransferStash || remote_waiting(size_class) || deferred_large_.maybe_nonempty())
     return false;
   Stash& stash = stashes_[size_class];
+  if (stash.count() < n) return false;  // a hint: saves the lock when the stash is short
   LockGuard guard(stash.lock);
-  if (stash.count < n) return false;
-  stash.count -= n;
-  std::memcpy(out, stash_of(size_class) + stash.count, n * sizeof(void*));
+  if (stash.count() < n) return false;
+  stash.set_count(stash.count() - n);
+  std::memcpy(out, stash_of(size_class) + stash.count(), n * sizeof(void*));
   stash.handed_out += n;
   return true;
 }
@@ -115,10 +115,10 @@ bool Allocator<Config>::Arena::stash_whole(void* const* regions, unsigned n, boo
   Stash& stash = stashes_[size_class];
   if (wait) stash.lock.lock();
   else if (!stash.lock.try_lock()) return false;
-  const bool fits = stash.count + n <= stash_capacity(size_class);
+  const bool fits = stash.count() + n <= stash_capacity(size_class);
   if (fits) {
-    std::memcpy(stash_of(size_class) + stash.count, regions, n * sizeof(void*));
-    stash.count += n;
+    std::memcpy(stash_of(size_class) + stash.count(), regions, n * sizeof(void*));
+    stash.set_count(stash.count() + n);
     stash.handed_out -= n;
   }
   stash.lock.unlock();
@@ -147,9 +147,9 @@ void Allocator<Config>::Arena::free_batch_locked(void* const* regions, unsigned 
   if constexpr (Config::kTransferStash) {
     Stash& stash = stashes_[size_class];
     LockGuard stash_guard(stash.lock);
-    if (stash.count + n <= stash_capacity(size_class)) {  // one class per batch: a cache's bin
-      std::memcpy(stash_of(size_class) + stash.count, regions, n * sizeof(void*));
-      stash.count += n;
+    if (stash.count() + n <= stash_capacity(size_class)) {  // one class per batch: a cache's bin
+      std::memcpy(stash_of(size_class) + stash.count(), regions, n * sizeof(void*));
+      stash.set_count(stash.count() + n);
       allocated_ -= std::size_t(n) * kSizeClasses[size_class].size;
       blocks_ -= n;
       return;
@@ -211,9 +211,10 @@ void Allocator<Config>::Arena::take_back(unsigned size_class, void* p, bool stas
   if constexpr (Config::kTransferStash) {
     Stash& stash = stashes_[size_class];
     if (!stash_locked) stash.lock.lock();
-    const bool fits = stash.count < stash_capacity(size_class);
+    const bool fits = stash.count() < stash_capacity(size_class);
     if (fits) {
-      stash_of(size_class)[stash.count++] = p;
+      stash_of(size_class)[stash.count()] = p;
+      stash.set_count(stash.count() + 1);
       allocated_ -= kSizeClasses[size_class].size;
       --blocks_;
     }
@@ -258,7 +259,7 @@ bool Allocator<Config>::Arena::region_is_free(Slab* slab, const void* p) {
   {
     Stash& stash = stashes_[slab->size_class];
     LockGuard stash_guard(stash.lock);
-    for (unsigned i = 0; i < stash.count; ++i)
+    for (unsigned i = 0; i < stash.count(); ++i)
       if (stash_of(slab->size_class)[i] == p) return true;
   }
   return slab->is_free(
@@ -271,8 +272,8 @@ void Allocator<Config>::Arena::unstash_all() {
   for (unsigned size_class = 0; size_class < kNumClasses; ++size_class) {
     Stash& stash = stashes_[size_class];
     LockGuard stash_guard(stash.lock);  // give_back takes no stash's lock
-    const unsigned n = stash.count;
-    stash.count = 0;
+    const unsigned n = stash.count();
+    stash.set_count(0);
     for (unsigned i = 0; i < n; ++i) {
       void* p = stash_of(size_class)[i];
       PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
@@ -552,7 +553,7 @@ void Allocator<Config>::Arena::reset() {
   }
   for (Stash& stash : stashes_) {
     LockGuard stash_guard(stash.lock);
-    stash.count = 0;
+    stash.set_count(0);
     stash.handed_out = 0;
   }
   for (std::byte* chunk : pal_.chunks()) free_every_block(chunk);

@@ -207,9 +207,9 @@ const char* Allocator<Config>::Arena::check_blocks() {
     }
     Stash& stash = stashes_[c];
     LockGuard stash_guard(stash.lock);
-    if (stash.count > stash_capacity(c)) return "a bin's stash holds more than its capacity";
+    if (stash.count() > stash_capacity(c)) return "a bin's stash holds more than its capacity";
     const SizeClass& sc = kSizeClasses[c];
-    for (unsigned k = 0; k < stash.count; ++k) {
+    for (unsigned k = 0; k < stash.count(); ++k) {
       const auto* p = static_cast<const std::byte*>(stash_of(c)[k]);
       std::byte* chunk = chunk_base_of(p);
       if (address_map().get(chunk) != my_tag)
@@ -224,8 +224,8 @@ const char* Allocator<Config>::Arena::check_blocks() {
         return "a stashed region is not the start of a region";
       if (slab->is_free(index)) return "a stashed region is also free in its slab's bitmap";
     }
-    stashed += stash.count;
-    stashed_bytes += std::size_t(stash.count) * sc.size;
+    stashed += stash.count();
+    stashed_bytes += std::size_t(stash.count()) * sc.size;
   }
   const HandedOut handed_out = stash_handed_out();
   const auto blocks = std::size_t(std::int64_t(blocks_) + handed_out.blocks);
