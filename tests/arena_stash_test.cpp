@@ -5,6 +5,7 @@
 // take whole still goes through the arena's lock, stash first.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -110,9 +111,10 @@ TEST(ArenaStash, AFlushThatDoesNotFitGoesToTheSlabsUnderTheArenaLock) {
   EXPECT_EQ(arena->check_blocks(), nullptr);
 }
 
-TEST(ArenaStash, ThreadsTradingOneClassLoseNothing) {
+TEST(ArenaStash, ThreadsTradingTwoClassesLoseNothingAndTheChecksHoldMeanwhile) {
   auto arena = std::make_unique<Arena>(4105);
-  constexpr int kThreads = 4, kRounds = 2000, kBatch = 24;
+  constexpr int kThreads = 4, kRounds = 4000, kBatch = 24;
+  std::atomic<int> running{kThreads};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
@@ -122,9 +124,20 @@ TEST(ArenaStash, ThreadsTradingOneClassLoseNothing) {
         ASSERT_EQ(n, unsigned(kBatch));
         arena->free_batch(regions, n, "test");
       }
+      running.fetch_sub(1);
     });
   }
+  // The invariant checks, while regions move between the stashes and the threads.
+  int checks = 0;
+  while (running.load() > 0) {
+    if (const char* problem = arena->check_blocks()) {
+      ADD_FAILURE() << "while the threads trade: " << problem;
+      break;  // and join them
+    }
+    ++checks;
+  }
   for (std::thread& t : threads) t.join();
+  EXPECT_GT(checks, 0);
   EXPECT_EQ(arena->stats().allocated, 0u);
   EXPECT_EQ(arena->stats().blocks, 0u);
   EXPECT_EQ(arena->check_blocks(), nullptr);

@@ -1,4 +1,5 @@
-// An arena: one run manager and the slabs and large blocks cut from its runs, behind one lock.
+// An arena: one run manager and the slabs and large blocks cut from its runs, behind one lock
+// (and a lock per stash, below).
 //
 //   small (<= 16 KiB)   a region of a slab; each size class has a bin: the slab being
 //                       allocated from, a list of the others that have free regions, and a

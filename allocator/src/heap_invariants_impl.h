@@ -190,6 +190,9 @@ const char* Allocator<Config>::Arena::check_blocks() {
     return "the arena's chunk list disagrees with its run manager";
 
   std::size_t listed = 0, stashed = 0, stashed_bytes = 0;
+  // What the stashes handed out without lock_, read with each stash's count under its lock
+  // (a class's regions move between its stash and the caches meanwhile, never elsewhere).
+  std::int64_t handed_out_blocks = 0, handed_out_bytes = 0;
   for (unsigned c = 0; c < kNumClasses; ++c) {
     const Bin& bin = bins_[c];
     if (const Slab* s = bin.current) {
@@ -226,10 +229,11 @@ const char* Allocator<Config>::Arena::check_blocks() {
     }
     stashed += stash.count();
     stashed_bytes += std::size_t(stash.count()) * sc.size;
+    handed_out_blocks += stash.handed_out;
+    handed_out_bytes += stash.handed_out * std::int64_t(sc.size);
   }
-  const HandedOut handed_out = stash_handed_out();
-  const auto blocks = std::size_t(std::int64_t(blocks_) + handed_out.blocks);
-  const auto allocated = std::size_t(std::int64_t(allocated_) + handed_out.bytes);
+  const auto blocks = std::size_t(std::int64_t(blocks_) + handed_out_blocks);
+  const auto allocated = std::size_t(std::int64_t(allocated_) + handed_out_bytes);
   if (listed != tally.listed_slabs)
     return "the slabs marked listed are not those on the bins' lists";
   if (tally.regions_in_use + tally.large_blocks != blocks + stashed)
