@@ -200,7 +200,8 @@ class Allocator<Config>::ThreadCache {
   // Requires: p is a live region of size_class not yet in any cache.
   void push(unsigned size_class, void* p) { push_to(bins_ + std::size_t{size_class}, p); }
   // push for the region p of the slab page whose entry is e: the bin's address from the
-  // entry's class byte (PageEntry::class_byte_times_16) with no subtraction of the bias.
+  // entry's class byte (PageEntry::class_byte_times_16), the bias folded into the address's
+  // constant (one lea) instead of subtracted from the class.
   void push_slab_region(PageEntry e, void* p) {
     static_assert(sizeof(Bin) == 16);
     constexpr std::size_t kBias = std::size_t{PageEntry::kClassBias} * sizeof(Bin);
@@ -321,7 +322,8 @@ class Allocator<Config>::ThreadCache {
     bin->fill.store(next, std::memory_order_relaxed);
     if (tick) [[unlikely]]
       Decay::tick_from_calls();
-  }  // pop_cached on the bins `bins`.
+  }
+  // pop_cached on the bins `bins`.
   static void* pop_from(Bin* bins, unsigned size_class) {
     Bin* const bin = bins + std::size_t{size_class};  // (one address, not one per field)
     const std::uint64_t fill = bin->fill.load(std::memory_order_relaxed);
