@@ -363,10 +363,14 @@ class Allocator<Config>::Arena {
   // (returns how many); the rest stays for the next refill. Regions waiting there still count
   // as handed out (allocated_, blocks_) until they are taken.
   unsigned take_remote(unsigned size_class, void** out, unsigned n);
-  // Whether the class's inbox may hold regions (a relaxed look).
-  bool remote_waiting(unsigned size_class) const {
-    return remote_taken_[size_class] != nullptr || remote_rings_[size_class].maybe_nonempty() ||
-           remote_[size_class].maybe_nonempty();
+  // Whether the class's inbox may hold regions (a relaxed look, with or without lock_: the
+  // rest of a taken chain is written under lock_ and read as an atomic).
+  bool remote_waiting(unsigned size_class) {
+    return taken_chain(size_class).load(std::memory_order_relaxed) != nullptr ||
+           remote_rings_[size_class].maybe_nonempty() || remote_[size_class].maybe_nonempty();
+  }
+  std::atomic_ref<void*> taken_chain(unsigned size_class) {
+    return std::atomic_ref<void*>(remote_taken_[size_class]);
   }
   RemoteRing::Slots ring_slots(unsigned size_class) {
     return {remote_ring_slots_ + kRemoteRingOffsets[size_class], remote_ring_capacity(size_class)};
@@ -406,8 +410,10 @@ class Allocator<Config>::Arena {
   std::uint64_t last_purge_ms_ = 0;
   RemoteRing remote_rings_[kNumClasses];  // per class: regions freed by other arenas' threads
   RemoteFrees remote_[kNumClasses];       // per class: the same, when the ring was full
-  void* remote_taken_[kNumClasses] = {};  // per class: the rest of a chain taken from remote_
-  RemoteFrees deferred_large_;            // large blocks freed while another thread held the lock
+  // Per class: the rest of a chain taken from remote_ (written under lock_, as atomics:
+  // taken_chain).
+  alignas(std::atomic_ref<void*>::required_alignment) void* remote_taken_[kNumClasses] = {};
+  RemoteFrees deferred_large_;  // large blocks freed while another thread held the lock
   // Last: apart from everything a slow path touches.
   void* stash_slots_[kStashOffsets[kNumClasses]];
   void* remote_ring_slots_[kRemoteRingOffsets[kNumClasses]];  // accessed as atomics

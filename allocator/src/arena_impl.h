@@ -194,13 +194,14 @@ void Allocator<Config>::Arena::free_remote(void* const* regions, unsigned n) {
 // Each region taken counts as freed here; alloc_batch counts those it hands out again.
 template <class Config>
 unsigned Allocator<Config>::Arena::take_remote(unsigned size_class, void** out, unsigned n) {
-  void*& chain = remote_taken_[size_class];
+  void* chain = taken_chain(size_class).load(std::memory_order_relaxed);
   unsigned taken = remote_rings_[size_class].take(ring_slots(size_class), out, n);
   while (taken < n) {
     if (chain == nullptr && (chain = remote_[size_class].take_chain()) == nullptr) break;
     out[taken++] = chain;
     chain = RemoteFrees::next(chain);
   }
+  taken_chain(size_class).store(chain, std::memory_order_relaxed);
   allocated_ -= std::size_t(taken) * kSizeClasses[size_class].size;
   blocks_ -= taken;
   return taken;
@@ -229,12 +230,12 @@ template <class Config>
 void Allocator<Config>::Arena::collect_remote(unsigned size_class) {
   auto give = [&](void* p) { take_back(size_class, p); };
   remote_rings_[size_class].take_all(ring_slots(size_class), give);
-  for (void* p = remote_taken_[size_class]; p != nullptr;) {
+  for (void* p = taken_chain(size_class).load(std::memory_order_relaxed); p != nullptr;) {
     void* after = RemoteFrees::next(p);
     give(p);
     p = after;
   }
-  remote_taken_[size_class] = nullptr;
+  taken_chain(size_class).store(nullptr, std::memory_order_relaxed);
   remote_[size_class].take_all(give);
 }
 
@@ -545,7 +546,8 @@ void Allocator<Config>::Arena::reset() {
   for (unsigned c = 0; c < kNumClasses; ++c)  // every block is freed below
     remote_rings_[c].drain_alone(ring_slots(c), [](void*) {});
   for (RemoteFrees& inbox : remote_) inbox.take_chain();
-  for (void*& chain : remote_taken_) chain = nullptr;
+  for (unsigned c = 0; c < kNumClasses; ++c)
+    taken_chain(c).store(nullptr, std::memory_order_relaxed);
   deferred_large_.take_all([](void* p) { *static_cast<std::uintptr_t*>(p) = 0; });
   for (Bin& bin : bins_) {
     bin.current = nullptr;
