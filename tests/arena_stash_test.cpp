@@ -2,8 +2,11 @@
 // and a refill it serves whole take no other lock, so they go on while another thread holds
 // the arena's. What passes through them that way is still counted (the statistics and the
 // invariant checks add it to the arena's totals), and a refill or a flush the stash cannot
-// take whole still goes through the arena's lock, stash first.
+// take whole still goes through the arena's lock, stash first. A class has a stash per set of
+// CPUs: a refill takes first what was flushed on its CPU's set, then the others'.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -11,6 +14,7 @@
 #include <memory>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "arena.h"
@@ -24,6 +28,28 @@ using namespace std::chrono_literals;
 
 constexpr unsigned kClass = 4;  // 64 bytes
 const std::size_t kSize = pagemalloc::kSizeClasses[kClass].size;
+using pagemalloc::kStashSets;
+
+// Two CPUs the process may run on whose stash sets differ, or {-1, -1}.
+std::pair<int, int> two_cpus_of_different_sets() {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return {-1, -1};
+  int first = -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    if (first < 0) first = cpu;
+    else if (unsigned(cpu) % kStashSets != unsigned(first) % kStashSets) return {first, cpu};
+  }
+  return {-1, -1};
+}
+
+// Moves the calling thread to cpu; whether it runs there now.
+bool move_to(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0 && sched_getcpu() == cpu;
+}
 
 // Runs work on another thread while this one holds the arena's lock; whether it finished
 // within the deadline (a wait for the lock never does). Work that needs no lock is given a
@@ -96,19 +122,60 @@ TEST(ArenaStash, ARefillLargerThanTheStashTakesItAllThenSlabs) {
 TEST(ArenaStash, AFlushThatDoesNotFitGoesToTheSlabsUnderTheArenaLock) {
   auto arena = std::make_unique<Arena>(4104);
   const unsigned capacity = pagemalloc::stash_capacity(kClass);
-  std::vector<void*> regions(capacity + 10);
+  const unsigned stashed = kStashSets * capacity;
+  std::vector<void*> regions(stashed + 10);
   unsigned got = 0;
   while (got < regions.size())
     got += arena->alloc_batch(kClass, regions.data() + got, unsigned(regions.size()) - got);
-  arena->free_batch(regions.data(), capacity, "test");  // fills the stash
+  for (unsigned set = 0; set < kStashSets; ++set)  // each fills this CPU's stash or the next
+    arena->free_batch(regions.data() + set * capacity, capacity, "test");
   EXPECT_FALSE(finishes_while_the_arena_is_locked(
       *arena,
       [&] {
-        arena->free_batch(regions.data() + capacity, 10, "test");  // must wait for the lock
+        arena->free_batch(regions.data() + stashed, 10, "test");  // must wait for the lock
       },
       300ms));
   EXPECT_EQ(arena->stats().allocated, 0u);
   EXPECT_EQ(arena->check_blocks(), nullptr);
+}
+
+TEST(ArenaStash, ARefillTakesFirstWhatWasFlushedOnItsCpusSetThenAnotherSetsWithoutTheArenaLock) {
+  if (!pagemalloc::BuildConfig::kTransferStash)
+    GTEST_SKIP() << "a design without stashes frees every flushed region to its slab";
+  const auto [cpu_a, cpu_b] = two_cpus_of_different_sets();
+  if (cpu_a < 0) GTEST_SKIP() << "the process may not run on CPUs of two stash sets";
+  auto arena = std::make_unique<Arena>(4106);
+  std::thread([&] {  // a thread of its own: the test's moves leave the others where they were
+    void* on_a[32];
+    void* on_b[32];
+    ASSERT_EQ(arena->alloc_batch(kClass, on_a, 32), 32u);
+    ASSERT_EQ(arena->alloc_batch(kClass, on_b, 32), 32u);
+    ASSERT_TRUE(move_to(cpu_a));
+    arena->free_batch(on_a, 32, "test");
+    ASSERT_TRUE(move_to(cpu_b));
+    arena->free_batch(on_b, 32, "test");
+    void* refill[32];
+    ASSERT_EQ(arena->alloc_batch(kClass, refill, 32), 32u);
+    EXPECT_EQ(std::set<void*>(refill, refill + 32), std::set<void*>(on_b, on_b + 32))
+        << "a refill on CPU " << cpu_b << " took another set's regions before its own";
+    arena->free_batch(refill, 32, "test");  // on cpu_b's set again
+    ASSERT_TRUE(move_to(cpu_a));
+    EXPECT_EQ(arena->check_blocks(), nullptr);
+    // Both sets hold 32: a refill on cpu_a takes cpu_a's.
+    ASSERT_EQ(arena->alloc_batch(kClass, refill, 32), 32u);
+    EXPECT_EQ(std::set<void*>(refill, refill + 32), std::set<void*>(on_a, on_a + 32));
+    // cpu_a's stash is empty now: a refill there is served whole by cpu_b's, with no wait for
+    // the arena's lock.
+    void* from_b[32];
+    EXPECT_TRUE(finishes_while_the_arena_is_locked(*arena, [&] {
+      EXPECT_TRUE(move_to(cpu_a));
+      EXPECT_EQ(arena->alloc_batch(kClass, from_b, 32), 32u);
+    }));
+    EXPECT_EQ(std::set<void*>(from_b, from_b + 32), std::set<void*>(on_b, on_b + 32));
+    EXPECT_EQ(arena->stats().allocated, 64 * kSize);
+    EXPECT_EQ(arena->check_blocks(), nullptr);
+  })
+      .join();
 }
 
 TEST(ArenaStash, ThreadsTradingTwoClassesLoseNothingAndTheChecksHoldMeanwhile) {

@@ -8,7 +8,10 @@
 //                       one copy, and slab bitmaps are touched only when the stash overflows.
 //                       Each stash has a lock of its own: a refill the stash serves whole,
 //                       and a flush it has room for, take no other (threads of one arena
-//                       that trade regions of different classes do not queue on one lock)
+//                       that trade regions of different classes do not queue on one lock).
+//                       A class has a stash per set of CPUs (kStashSets): a region flushed
+//                       on a CPU goes first to a refill on the same CPU, whose caches still
+//                       hold its lines
 //   large (< a chunk)   a run of whole pages, its length in the page map's first entry
 //
 // Slow paths (a new slab, a run freed) tick the decay clock; free runs that stayed dirty for
@@ -25,6 +28,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+
+#include <sched.h>
 
 #include "allocator.h"
 #include "build_config.h"
@@ -55,6 +60,17 @@ inline constexpr auto kStashOffsets = [] {
   for (unsigned c = 0; c < kAllClassesCount; ++c) offsets[c + 1] = offsets[c] + stash_capacity(c);
   return offsets;
 }();
+
+// Stashes per class, each for the CPUs whose number modulo kStashSets is its index: a thread
+// flushes to and refills from its CPU's first, then (under the arena's lock) from the others.
+inline constexpr unsigned kStashSets = 2;
+// The set of the CPU the calling thread runs on (a read of the kernel's restartable-sequence
+// area, where glibc registered one; else the vDSO's getcpu).
+inline unsigned stash_set_here() {
+  if constexpr (kStashSets == 1) return 0;
+  const int cpu = sched_getcpu();
+  return cpu < 0 ? 0 : unsigned(cpu) % kStashSets;
+}
 
 // Slots of a class's ring of remote frees (remote_ring.h): 64 KiB worth, a power of two from
 // 16 to 1024 (a whole flush of a thread's mixed bin fits: thread_cache.h).
@@ -241,10 +257,12 @@ class Allocator<Config>::Arena {
   // stash's (the order every path takes them in).
   void lock_for_fork() {
     lock_.lock();
-    for (Stash& s : stashes_) s.lock.lock();
+    for (auto& set : stashes_)
+      for (Stash& s : set) s.lock.lock();
   }
   void unlock_after_fork() {
-    for (Stash& s : stashes_) s.lock.unlock();
+    for (auto& set : stashes_)
+      for (Stash& s : set) s.lock.unlock();
     lock_.unlock();
   }
   // In the child, every lock still held: the rings' regions to the stashes and slabs, and the
@@ -264,7 +282,7 @@ class Allocator<Config>::Arena {
     Slab* current = nullptr;  // allocated from first; never on `partial`
     IntrusiveList<Slab, &Slab::prev, &Slab::next> partial;  // other slabs with free regions
   };
-  // A class's stash: slots 0 .. count-1 of stash_of(class) hold free regions. Under its own
+  // A class's stash: slots 0 .. count-1 of stash_of(set, class) hold free regions. Under its own
   // lock, taken after lock_ when both are held. Regions that pass through it without lock_
   // are counted in handed_out (handed out less taken back), not in allocated_ and blocks_:
   // the arena's totals are the sums (stats(), check_blocks()). On a line of its own.
@@ -278,8 +296,10 @@ class Allocator<Config>::Arena {
    private:
     std::atomic<unsigned> count_{0};
   };
-  // Slots 0 .. stashes_[c].count() - 1 of class c's stash hold free regions.
-  void** stash_of(unsigned size_class) { return stash_slots_ + kStashOffsets[size_class]; }
+  // Slots 0 .. stashes_[set][c].count() - 1 of class c's stash in the set hold free regions.
+  void** stash_of(unsigned set, unsigned size_class) {
+    return stash_slots_[set] + kStashOffsets[size_class];
+  }
   // Requires: lock_ not held. A whole refill from the stash alone, or a whole flush into it
   // (wait: whether to wait for the stash's lock): whether it was done. Declined while large
   // blocks wait for lock_ (deferred_large_) or the class's inbox may hold regions, which only
@@ -396,7 +416,7 @@ class Allocator<Config>::Arena {
   ChunkPal pal_;
   Runs runs_;
   Bin bins_[kNumClasses];
-  Stash stashes_[kNumClasses];
+  Stash stashes_[kStashSets][kNumClasses];
   MetaPool<Slab> slab_pool_;
   std::size_t allocated_ = 0;
   std::size_t blocks_ = 0;
@@ -415,7 +435,7 @@ class Allocator<Config>::Arena {
   alignas(std::atomic_ref<void*>::required_alignment) void* remote_taken_[kNumClasses] = {};
   RemoteFrees deferred_large_;  // large blocks freed while another thread held the lock
   // Last: apart from everything a slow path touches.
-  void* stash_slots_[kStashOffsets[kNumClasses]];
+  void* stash_slots_[kStashSets][kStashOffsets[kNumClasses]];
   void* remote_ring_slots_[kRemoteRingOffsets[kNumClasses]];  // accessed as atomics
 };
 

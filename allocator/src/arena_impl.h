@@ -51,11 +51,15 @@ unsigned Allocator<Config>::Arena::alloc_batch_locked(unsigned size_class, void*
   unsigned taken = 0;
   if (remote_waiting(size_class)) taken = take_remote(size_class, out, n);
   Bin& bin = bins_[size_class];
-  if (Stash& stash = stashes_[size_class]; stash.count() != 0) {
+  const unsigned here = stash_set_here();
+  for (unsigned k = 0; k < kStashSets && taken < n; ++k) {  // this CPU's stash first
+    const unsigned set = (here + k) % kStashSets;
+    Stash& stash = stashes_[set][size_class];
+    if (stash.count() == 0) continue;
     LockGuard stash_guard(stash.lock);
     const unsigned from_stash = n - taken < stash.count() ? n - taken : stash.count();
     stash.set_count(stash.count() - from_stash);
-    std::memcpy(out + taken, stash_of(size_class) + stash.count(), from_stash * sizeof(void*));
+    std::memcpy(out + taken, stash_of(set, size_class) + stash.count(), from_stash * sizeof(void*));
     taken += from_stash;
   }
   const unsigned from_slabs = taken;
@@ -97,14 +101,19 @@ template <class Config>
 bool Allocator<Config>::Arena::take_stashed(unsigned size_class, void** out, unsigned n) {
   if (!Config::kTransferStash || remote_waiting(size_class) || deferred_large_.maybe_nonempty())
     return false;
-  Stash& stash = stashes_[size_class];
-  if (stash.count() < n) return false;  // a hint: saves the lock when the stash is short
-  LockGuard guard(stash.lock);
-  if (stash.count() < n) return false;
-  stash.set_count(stash.count() - n);
-  std::memcpy(out, stash_of(size_class) + stash.count(), n * sizeof(void*));
-  stash.handed_out += n;
-  return true;
+  const unsigned here = stash_set_here();
+  for (unsigned k = 0; k < kStashSets; ++k) {  // this CPU's stash first
+    const unsigned set = (here + k) % kStashSets;
+    Stash& stash = stashes_[set][size_class];
+    if (stash.count() < n) continue;  // a hint: saves the lock when the stash is short
+    LockGuard guard(stash.lock);
+    if (stash.count() < n) continue;
+    stash.set_count(stash.count() - n);
+    std::memcpy(out, stash_of(set, size_class) + stash.count(), n * sizeof(void*));
+    stash.handed_out += n;
+    return true;
+  }
+  return false;
 }
 
 template <class Config>
@@ -112,28 +121,36 @@ bool Allocator<Config>::Arena::stash_whole(void* const* regions, unsigned n, boo
   if (!Config::kTransferStash || deferred_large_.maybe_nonempty()) return false;
   const unsigned size_class =
       page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
-  Stash& stash = stashes_[size_class];
-  if (wait) stash.lock.lock();
-  else if (!stash.lock.try_lock()) return false;
-  const bool fits = stash.count() + n <= stash_capacity(size_class);
-  if (fits) {
-    std::memcpy(stash_of(size_class) + stash.count(), regions, n * sizeof(void*));
-    stash.set_count(stash.count() + n);
-    stash.handed_out -= n;
+  const unsigned here = stash_set_here();
+  for (unsigned k = 0; k < kStashSets; ++k) {  // this CPU's stash first
+    const unsigned set = (here + k) % kStashSets;
+    Stash& stash = stashes_[set][size_class];
+    if (k != 0 && stash.count() + n > stash_capacity(size_class)) continue;  // a hint
+    if (wait) stash.lock.lock();
+    else if (!stash.lock.try_lock()) return false;
+    const bool fits = stash.count() + n <= stash_capacity(size_class);
+    if (fits) {
+      std::memcpy(stash_of(set, size_class) + stash.count(), regions, n * sizeof(void*));
+      stash.set_count(stash.count() + n);
+      stash.handed_out -= n;
+    }
+    stash.lock.unlock();
+    if (fits) return true;
   }
-  stash.lock.unlock();
-  return fits;
+  return false;
 }
 
 // Requires: lock_ held.
 template <class Config>
 typename Allocator<Config>::Arena::HandedOut Allocator<Config>::Arena::stash_handed_out() {
   HandedOut total;
-  for (unsigned c = 0; c < kNumClasses; ++c) {
-    Stash& stash = stashes_[c];
-    LockGuard guard(stash.lock);
-    total.blocks += stash.handed_out;
-    total.bytes += stash.handed_out * std::int64_t(kSizeClasses[c].size);
+  for (auto& set : stashes_) {
+    for (unsigned c = 0; c < kNumClasses; ++c) {
+      Stash& stash = set[c];
+      LockGuard guard(stash.lock);
+      total.blocks += stash.handed_out;
+      total.bytes += stash.handed_out * std::int64_t(kSizeClasses[c].size);
+    }
   }
   return total;
 }
@@ -145,10 +162,11 @@ void Allocator<Config>::Arena::free_batch_locked(void* const* regions, unsigned 
   const unsigned size_class =
       page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
   if constexpr (Config::kTransferStash) {
-    Stash& stash = stashes_[size_class];
+    const unsigned set = stash_set_here();
+    Stash& stash = stashes_[set][size_class];
     LockGuard stash_guard(stash.lock);
     if (stash.count() + n <= stash_capacity(size_class)) {  // one class per batch: a cache's bin
-      std::memcpy(stash_of(size_class) + stash.count(), regions, n * sizeof(void*));
+      std::memcpy(stash_of(set, size_class) + stash.count(), regions, n * sizeof(void*));
       stash.set_count(stash.count() + n);
       allocated_ -= std::size_t(n) * kSizeClasses[size_class].size;
       blocks_ -= n;
@@ -210,11 +228,12 @@ unsigned Allocator<Config>::Arena::take_remote(unsigned size_class, void** out, 
 template <class Config>
 void Allocator<Config>::Arena::take_back(unsigned size_class, void* p, bool stash_locked) {
   if constexpr (Config::kTransferStash) {
-    Stash& stash = stashes_[size_class];
+    const unsigned set = stash_set_here();
+    Stash& stash = stashes_[set][size_class];
     if (!stash_locked) stash.lock.lock();
     const bool fits = stash.count() < stash_capacity(size_class);
     if (fits) {
-      stash_of(size_class)[stash.count()] = p;
+      stash_of(set, size_class)[stash.count()] = p;
       stash.set_count(stash.count() + 1);
       allocated_ -= kSizeClasses[size_class].size;
       --blocks_;
@@ -257,11 +276,11 @@ bool Allocator<Config>::Arena::region_is_free(Slab* slab, const void* p) {
   const SizeClass& sc = kSizeClasses[slab->size_class];
   LockGuard guard(lock_);
   collect_remote(slab->size_class);  // a region waiting in the inbox is free too
-  {
-    Stash& stash = stashes_[slab->size_class];
+  for (unsigned set = 0; set < kStashSets; ++set) {
+    Stash& stash = stashes_[set][slab->size_class];
     LockGuard stash_guard(stash.lock);
     for (unsigned i = 0; i < stash.count(); ++i)
-      if (stash_of(slab->size_class)[i] == p) return true;
+      if (stash_of(set, slab->size_class)[i] == p) return true;
   }
   return slab->is_free(
       region_index(sc, std::size_t(static_cast<const std::byte*>(p) - slab->base)));
@@ -270,17 +289,19 @@ bool Allocator<Config>::Arena::region_is_free(Slab* slab, const void* p) {
 // Requires: lock_ held.
 template <class Config>
 void Allocator<Config>::Arena::unstash_all() {
-  for (unsigned size_class = 0; size_class < kNumClasses; ++size_class) {
-    Stash& stash = stashes_[size_class];
-    LockGuard stash_guard(stash.lock);  // give_back takes no stash's lock
-    const unsigned n = stash.count();
-    stash.set_count(0);
-    for (unsigned i = 0; i < n; ++i) {
-      void* p = stash_of(size_class)[i];
-      PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
-      allocated_ += kSizeClasses[e.size_class()].size;  // give_back subtracts it again
-      ++blocks_;
-      give_back(static_cast<Slab*>(e.slab_descriptor()), p, "pm_purge");
+  for (unsigned set = 0; set < kStashSets; ++set) {
+    for (unsigned size_class = 0; size_class < kNumClasses; ++size_class) {
+      Stash& stash = stashes_[set][size_class];
+      LockGuard stash_guard(stash.lock);  // give_back takes no stash's lock
+      const unsigned n = stash.count();
+      stash.set_count(0);
+      for (unsigned i = 0; i < n; ++i) {
+        void* p = stash_of(set, size_class)[i];
+        PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
+        allocated_ += kSizeClasses[e.size_class()].size;  // give_back subtracts it again
+        ++blocks_;
+        give_back(static_cast<Slab*>(e.slab_descriptor()), p, "pm_purge");
+      }
     }
   }
 }
@@ -553,10 +574,12 @@ void Allocator<Config>::Arena::reset() {
     bin.current = nullptr;
     bin.partial = {};
   }
-  for (Stash& stash : stashes_) {
-    LockGuard stash_guard(stash.lock);
-    stash.set_count(0);
-    stash.handed_out = 0;
+  for (auto& set : stashes_) {
+    for (Stash& stash : set) {
+      LockGuard stash_guard(stash.lock);
+      stash.set_count(0);
+      stash.handed_out = 0;
+    }
   }
   for (std::byte* chunk : pal_.chunks()) free_every_block(chunk);
   allocated_ = 0;

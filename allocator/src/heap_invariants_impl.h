@@ -208,29 +208,31 @@ const char* Allocator<Config>::Arena::check_blocks() {
       if (address_map().get(chunk_base_of(s->base)) != my_tag)
         return "a slab on a bin's list is in another arena's chunk";
     }
-    Stash& stash = stashes_[c];
-    LockGuard stash_guard(stash.lock);
-    if (stash.count() > stash_capacity(c)) return "a bin's stash holds more than its capacity";
-    const SizeClass& sc = kSizeClasses[c];
-    for (unsigned k = 0; k < stash.count(); ++k) {
-      const auto* p = static_cast<const std::byte*>(stash_of(c)[k]);
-      std::byte* chunk = chunk_base_of(p);
-      if (address_map().get(chunk) != my_tag)
-        return "a stashed region is not in the arena's chunks";
-      const PageEntry e = page_entry(chunk, page_index_of(p));
-      if (e.kind() != PageKind::Slab || e.size_class() != c)
-        return "a stashed region is not in a slab of its bin's class";
-      const auto* slab = static_cast<const Slab*>(e.slab_descriptor());
-      const std::size_t offset = std::size_t(p - slab->base);
-      const std::uint32_t index = region_index(sc, offset);
-      if (std::size_t(index) * sc.size != offset || index >= sc.regions)
-        return "a stashed region is not the start of a region";
-      if (slab->is_free(index)) return "a stashed region is also free in its slab's bitmap";
+    for (unsigned set = 0; set < kStashSets; ++set) {
+      Stash& stash = stashes_[set][c];
+      LockGuard stash_guard(stash.lock);
+      if (stash.count() > stash_capacity(c)) return "a bin's stash holds more than its capacity";
+      const SizeClass& sc = kSizeClasses[c];
+      for (unsigned k = 0; k < stash.count(); ++k) {
+        const auto* p = static_cast<const std::byte*>(stash_of(set, c)[k]);
+        std::byte* chunk = chunk_base_of(p);
+        if (address_map().get(chunk) != my_tag)
+          return "a stashed region is not in the arena's chunks";
+        const PageEntry e = page_entry(chunk, page_index_of(p));
+        if (e.kind() != PageKind::Slab || e.size_class() != c)
+          return "a stashed region is not in a slab of its bin's class";
+        const auto* slab = static_cast<const Slab*>(e.slab_descriptor());
+        const std::size_t offset = std::size_t(p - slab->base);
+        const std::uint32_t index = region_index(sc, offset);
+        if (std::size_t(index) * sc.size != offset || index >= sc.regions)
+          return "a stashed region is not the start of a region";
+        if (slab->is_free(index)) return "a stashed region is also free in its slab's bitmap";
+      }
+      stashed += stash.count();
+      stashed_bytes += std::size_t(stash.count()) * sc.size;
+      handed_out_blocks += stash.handed_out;
+      handed_out_bytes += stash.handed_out * std::int64_t(sc.size);
     }
-    stashed += stash.count();
-    stashed_bytes += std::size_t(stash.count()) * sc.size;
-    handed_out_blocks += stash.handed_out;
-    handed_out_bytes += stash.handed_out * std::int64_t(sc.size);
   }
   const auto blocks = std::size_t(std::int64_t(blocks_) + handed_out_blocks);
   const auto allocated = std::size_t(std::int64_t(allocated_) + handed_out_bytes);
