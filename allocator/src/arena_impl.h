@@ -51,8 +51,9 @@ unsigned Allocator<Config>::Arena::alloc_batch_locked(unsigned size_class, void*
   unsigned taken = 0;
   if (remote_waiting(size_class)) taken = take_remote(size_class, out, n);
   Bin& bin = bins_[size_class];
-  const unsigned here = stash_set_here();
-  for (unsigned k = 0; k < kStashSets && taken < n; ++k) {  // this CPU's stash first
+  // The stashes, this CPU's first (a design without them has them empty).
+  const unsigned here = Config::kTransferStash ? stash_set_here() : 0;
+  for (unsigned k = 0; Config::kTransferStash && k < kStashSets && taken < n; ++k) {
     const unsigned set = (here + k) % kStashSets;
     Stash& stash = stashes_[set][size_class];
     if (stash.count() == 0) continue;
