@@ -122,17 +122,21 @@ TEST(ArenaStash, ARefillLargerThanTheStashTakesItAllThenSlabs) {
 TEST(ArenaStash, AFlushThatDoesNotFitGoesToTheSlabsUnderTheArenaLock) {
   auto arena = std::make_unique<Arena>(4104);
   const unsigned capacity = pagemalloc::stash_capacity(kClass);
-  const unsigned stashed = kStashSets * capacity;
-  std::vector<void*> regions(stashed + 10);
+  std::vector<void*> regions(capacity + 10);
   unsigned got = 0;
   while (got < regions.size())
     got += arena->alloc_batch(kClass, regions.data() + got, unsigned(regions.size()) - got);
-  for (unsigned set = 0; set < kStashSets; ++set)  // each fills this CPU's stash or the next
-    arena->free_batch(regions.data() + set * capacity, capacity, "test");
+  // Both flushes on one CPU (each thread moved there, where it may be), so into one stash.
+  const int cpu = sched_getcpu();
+  std::thread([&] {
+    EXPECT_TRUE(move_to(cpu));
+    arena->free_batch(regions.data(), capacity, "test");  // fills this CPU's stash
+  }).join();
   EXPECT_FALSE(finishes_while_the_arena_is_locked(
       *arena,
       [&] {
-        arena->free_batch(regions.data() + stashed, 10, "test");  // must wait for the lock
+        EXPECT_TRUE(move_to(cpu));
+        arena->free_batch(regions.data() + capacity, 10, "test");  // must wait for the lock
       },
       300ms));
   EXPECT_EQ(arena->stats().allocated, 0u);

@@ -62,7 +62,7 @@ inline constexpr auto kStashOffsets = [] {
 }();
 
 // Stashes per class, each for the CPUs whose number modulo kStashSets is its index: a thread
-// flushes to and refills from its CPU's first, then (under the arena's lock) from the others.
+// flushes to its CPU's, and refills from its CPU's first, then from the others'.
 inline constexpr unsigned kStashSets = 2;
 // The set of the CPU the calling thread runs on (a read of the kernel's restartable-sequence
 // area, where glibc registered one; else the vDSO's getcpu).
@@ -300,8 +300,9 @@ class Allocator<Config>::Arena {
   void** stash_of(unsigned set, unsigned size_class) {
     return stash_slots_[set] + kStashOffsets[size_class];
   }
-  // Requires: lock_ not held. A whole refill from the stash alone, or a whole flush into it
-  // (wait: whether to wait for the stash's lock): whether it was done. Declined while large
+  // Requires: lock_ not held. A whole refill from one stash alone (this CPU's first, then the
+  // other sets'), or a whole flush into this CPU's (wait: whether to wait for the stash's
+  // lock): whether it was done. Declined while large
   // blocks wait for lock_ (deferred_large_) or the class's inbox may hold regions, which only
   // a holder of lock_ takes.
   bool take_stashed(unsigned size_class, void** out, unsigned n);

@@ -122,23 +122,21 @@ bool Allocator<Config>::Arena::stash_whole(void* const* regions, unsigned n, boo
   if (!Config::kTransferStash || deferred_large_.maybe_nonempty()) return false;
   const unsigned size_class =
       page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
-  const unsigned here = stash_set_here();
-  for (unsigned k = 0; k < kStashSets; ++k) {  // this CPU's stash first
-    const unsigned set = (here + k) % kStashSets;
-    Stash& stash = stashes_[set][size_class];
-    if (k != 0 && stash.count() + n > stash_capacity(size_class)) continue;  // a hint
-    if (wait) stash.lock.lock();
-    else if (!stash.lock.try_lock()) return false;
-    const bool fits = stash.count() + n <= stash_capacity(size_class);
-    if (fits) {
-      std::memcpy(stash_of(set, size_class) + stash.count(), regions, n * sizeof(void*));
-      stash.set_count(stash.count() + n);
-      stash.handed_out -= n;
-    }
-    stash.lock.unlock();
-    if (fits) return true;
+  // This CPU's stash only: a full one sends the batch to the slabs as before, so that a thread
+  // that stays on one CPU parks no more regions than with one stash, and refills from the
+  // slabs' address order as often.
+  const unsigned set = stash_set_here();
+  Stash& stash = stashes_[set][size_class];
+  if (wait) stash.lock.lock();
+  else if (!stash.lock.try_lock()) return false;
+  const bool fits = stash.count() + n <= stash_capacity(size_class);
+  if (fits) {
+    std::memcpy(stash_of(set, size_class) + stash.count(), regions, n * sizeof(void*));
+    stash.set_count(stash.count() + n);
+    stash.handed_out -= n;
   }
-  return false;
+  stash.lock.unlock();
+  return fits;
 }
 
 // Requires: lock_ held.
