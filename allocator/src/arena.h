@@ -27,6 +27,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include <sched.h>
@@ -299,6 +300,18 @@ class Allocator<Config>::Arena {
   // Slots 0 .. stashes_[set][c].count() - 1 of class c's stash in the set hold free regions.
   void** stash_of(unsigned set, unsigned size_class) {
     return stash_slots_[set] + kStashOffsets[size_class];
+  }
+  // Requires: the stash's lock, and n regions in it (take) or room for n more (put). Its top
+  // n regions to out; n regions onto its top.
+  void take_from_stash(unsigned set, unsigned size_class, void** out, unsigned n) {
+    Stash& stash = stashes_[set][size_class];
+    stash.set_count(stash.count() - n);
+    std::memcpy(out, stash_of(set, size_class) + stash.count(), n * sizeof(void*));
+  }
+  void put_in_stash(unsigned set, unsigned size_class, void* const* regions, unsigned n) {
+    Stash& stash = stashes_[set][size_class];
+    std::memcpy(stash_of(set, size_class) + stash.count(), regions, n * sizeof(void*));
+    stash.set_count(stash.count() + n);
   }
   // Requires: lock_ not held. A whole refill from one stash alone (this CPU's first, then the
   // other sets'), or a whole flush into this CPU's (wait: whether to wait for the stash's

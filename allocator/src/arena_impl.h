@@ -59,8 +59,7 @@ unsigned Allocator<Config>::Arena::alloc_batch_locked(unsigned size_class, void*
     if (stash.count() == 0) continue;
     LockGuard stash_guard(stash.lock);
     const unsigned from_stash = n - taken < stash.count() ? n - taken : stash.count();
-    stash.set_count(stash.count() - from_stash);
-    std::memcpy(out + taken, stash_of(set, size_class) + stash.count(), from_stash * sizeof(void*));
+    take_from_stash(set, size_class, out + taken, from_stash);
     taken += from_stash;
   }
   const unsigned from_slabs = taken;
@@ -109,8 +108,7 @@ bool Allocator<Config>::Arena::take_stashed(unsigned size_class, void** out, uns
     if (stash.count() < n) continue;  // a hint: saves the lock when the stash is short
     LockGuard guard(stash.lock);
     if (stash.count() < n) continue;
-    stash.set_count(stash.count() - n);
-    std::memcpy(out, stash_of(set, size_class) + stash.count(), n * sizeof(void*));
+    take_from_stash(set, size_class, out, n);
     stash.handed_out += n;
     return true;
   }
@@ -131,8 +129,7 @@ bool Allocator<Config>::Arena::stash_whole(void* const* regions, unsigned n, boo
   else if (!stash.lock.try_lock()) return false;
   const bool fits = stash.count() + n <= stash_capacity(size_class);
   if (fits) {
-    std::memcpy(stash_of(set, size_class) + stash.count(), regions, n * sizeof(void*));
-    stash.set_count(stash.count() + n);
+    put_in_stash(set, size_class, regions, n);
     stash.handed_out -= n;
   }
   stash.lock.unlock();
@@ -165,8 +162,7 @@ void Allocator<Config>::Arena::free_batch_locked(void* const* regions, unsigned 
     Stash& stash = stashes_[set][size_class];
     LockGuard stash_guard(stash.lock);
     if (stash.count() + n <= stash_capacity(size_class)) {  // one class per batch: a cache's bin
-      std::memcpy(stash_of(set, size_class) + stash.count(), regions, n * sizeof(void*));
-      stash.set_count(stash.count() + n);
+      put_in_stash(set, size_class, regions, n);
       allocated_ -= std::size_t(n) * kSizeClasses[size_class].size;
       blocks_ -= n;
       return;
@@ -232,8 +228,7 @@ void Allocator<Config>::Arena::take_back(unsigned size_class, void* p, bool stas
     if (!stash_locked) stash.lock.lock();
     const bool fits = stash.count() < stash_capacity(size_class);
     if (fits) {
-      stash_of(set, size_class)[stash.count()] = p;
-      stash.set_count(stash.count() + 1);
+      put_in_stash(set, size_class, &p, 1);
       allocated_ -= kSizeClasses[size_class].size;
       --blocks_;
     }
