@@ -1,9 +1,10 @@
 // The thp option: every chunk an arena maps gets the advice the option names, as the kernel
-// shows it in the mapping's VmFlags (/proc/self/smaps: "hg", "nh"): under "auto", the default,
+// shows it in the mapping's VmFlags (/proc/self/smaps: "hg", "nh"): under "auto",
 // MADV_HUGEPAGE for a chunk mapped for slabs once the arena has 4 chunks, MADV_NOHUGEPAGE for
 // its first 4, for chunks mapped for large runs while its slabs hold fewer pages than its
 // large runs, and for every chunk of the automatic arenas after the first; under "always"
-// MADV_HUGEPAGE for every chunk after the first; "never" MADV_NOHUGEPAGE; "default" none. A
+// MADV_HUGEPAGE for every chunk after the first; "never", the default, MADV_NOHUGEPAGE;
+// "default" none. A
 // large run touched at one byte faults in no huge page under "auto". Under "auto" the chunks it
 // advises have their first touch timed, and once fresh huge pages have overspent thp_budget the
 // chunks it would advise get MADV_NOHUGEPAGE. And PAGEMALLOC_CONF's parsing of both options: a
@@ -113,7 +114,7 @@ class ScopedThp {
   long before_, budget_;
 };
 
-TEST(HugePages, AutoIsTheDefault) { EXPECT_EQ(thp_mode(), 3); }
+TEST(HugePages, NeverIsTheDefault) { EXPECT_EQ(thp_mode(), 2); }
 
 TEST(HugePages, ChunksMappedForLargeRunsHaveTheirModesAdvice) {
   const ChunkFlags always = flags_of_new_chunks(1);

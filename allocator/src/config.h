@@ -11,16 +11,16 @@
 //   narenas        number of automatic arenas (default 0: one per two CPUs, at most 64;
 //                  automatic_arenas.h); above kMaxNarenas it is warned about and lowered
 //   thp            transparent huge pages for arena chunks, as jemalloc's opt.thp:
-//                  auto (the default: a chunk mapped for slabs, or for a large run while the
-//                  arena's slabs hold at least as many pages as its large runs, once an arena
-//                  has 4 chunks, is advised MADV_HUGEPAGE, since it will be used densely; an
-//                  arena's first 4 chunks, the other chunks mapped for large runs and every
-//                  chunk of the automatic arenas after the first are advised MADV_NOHUGEPAGE,
-//                  since a large run may be touched sparsely and a huge page would make all
-//                  2 MiB resident, even where the system's setting is "always"; chunk_pal.h),
-//                  always
-//                  (every chunk of an arena after its first MADV_HUGEPAGE), never
-//                  (MADV_NOHUGEPAGE) or default (no advice: the system's setting decides)
+//                  never (the default: every chunk MADV_NOHUGEPAGE, so a sparsely touched
+//                  chunk never makes 2 MiB resident, even where the system's setting is
+//                  "always"; on the study's virtual machines huge pages saved no TLB misses
+//                  and cost lua and python a tenth of their time, docs/measurements.md), auto
+//                  (a chunk mapped for slabs, or for a large run while the arena's slabs hold
+//                  at least as many pages as its large runs, once an arena has 4 chunks, is
+//                  advised MADV_HUGEPAGE, since it will be used densely; the other chunks, and
+//                  every chunk of the automatic arenas after the first, MADV_NOHUGEPAGE;
+//                  chunk_pal.h), always (every chunk of an arena after its first
+//                  MADV_HUGEPAGE) or default (no advice: the system's setting decides)
 //   thp_budget     N: under thp:auto, the time spent faulting in huge pages beyond what small
 //                  pages would cost stays within 1/N of the run time (default 64; 0: no
 //                  limit; huge_page_budget.h)
@@ -60,9 +60,9 @@ struct Options {
   std::atomic<bool> stats_json{false};    // stats_print:json
   char stats_file[kStatsFileCapacity]{};  // empty: stderr; set only while reading the conf
   std::atomic<bool> deterministic{false};
-  std::atomic<long> narenas{0};                 // 0: the default
-  std::atomic<HugePages> thp{HugePages::Auto};  // chunks reserved from now on
-  std::atomic<long> thp_budget{64};             // 0: no limit
+  std::atomic<long> narenas{0};                  // 0: the default
+  std::atomic<HugePages> thp{HugePages::Never};  // chunks reserved from now on
+  std::atomic<long> thp_budget{64};              // 0: no limit
   std::atomic<bool> background_thread{false};
 };
 
