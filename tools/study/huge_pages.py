@@ -3,10 +3,10 @@
 pointer_chase (benchmarks/memory/pointer_chase.c) builds a heap of 64-byte blocks as fast as it
 can and then reads it in random order. It runs under pagemalloc's drop-in in three settings:
 
-  budget       the default: thp:auto, thp_budget:64 (fresh huge pages' faults beyond what small
+  budget       thp:auto, thp_budget:64 (fresh huge pages' faults beyond what small
                pages cost stay within 5 ms plus 1/64 of the run time; huge_page_budget.h)
   unlimited    thp:auto, thp_budget:0 (every chunk the rules pick gets MADV_HUGEPAGE)
-  small pages  thp:never
+  small pages  thp:never (the default)
 
 in two sizes:
 
@@ -45,7 +45,7 @@ class Setting:
     conf: str
 
 
-SETTINGS = [Setting("budget", ""), Setting("unlimited", "thp_budget:0"),
+SETTINGS = [Setting("budget", "thp:auto"), Setting("unlimited", "thp:auto,thp_budget:0"),
             Setting("small pages", "thp:never")]
 
 
