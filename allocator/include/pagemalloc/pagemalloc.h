@@ -172,9 +172,9 @@ void pm_purge(void);
 
 /* Control: read (old != NULL) and/or set (new_value != NULL) an option by name.
  * Names: "decay_ms" (long), "checks" (int), "thp" (0 default, 1 always, 2 never, 3 auto: the
- * huge-page advice for chunks mapped from then on; EINVAL for another value), "thp_budget"
- * (long N >= 0: under thp auto, fresh huge pages' faults beyond what small pages would cost
- * stay within 1/N of the run time; 0 no limit),
+ * huge-page advice for chunks mapped from then on, 2 unless set; EINVAL for another value),
+ * "thp_budget" (long N >= 0: under thp auto, fresh huge pages' faults beyond what small pages
+ * would cost stay within 1/N of the run time; 0 no limit),
  * "background_thread" (int: 1 starts a thread that returns free pages after the decay while
  * the program is idle, 0 stops it), "narenas" (read only: how many automatic arenas the
  * threads are spread over; EPERM when set). Returns 0, or EINVAL for an unknown name. */
