@@ -184,31 +184,37 @@ TEST(ArenaStash, ARefillTakesFirstWhatWasFlushedOnItsCpusSetThenAnotherSetsWitho
 
 TEST(ArenaStash, ThreadsTradingTwoClassesLoseNothingAndTheChecksHoldMeanwhile) {
   auto arena = std::make_unique<Arena>(4105);
-  constexpr int kThreads = 4, kRounds = 4000, kBatch = 24;
+  constexpr int kThreads = 4, kRounds = 4000, kBatch = 24, kMinChecks = 50;
   std::atomic<int> running{kThreads};
+  // The threads trade until the checks below have run kMinChecks times, so that the checks
+  // overlap the trading however the threads are scheduled.
+  std::atomic<int> checks{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
       void* regions[kBatch];
-      for (int r = 0; r < kRounds; ++r) {
+      for (int r = 0; r < kRounds || checks.load() < kMinChecks; ++r) {
         const unsigned n = arena->alloc_batch(kClass + unsigned(r % 2), regions, kBatch);
-        ASSERT_EQ(n, unsigned(kBatch));
         arena->free_batch(regions, n, "test");
+        if (n != unsigned(kBatch)) {
+          ADD_FAILURE() << "a refill of " << kBatch << " regions got " << n;
+          break;  // still counted out below, so that the checks stop
+        }
       }
       running.fetch_sub(1);
     });
   }
   // The invariant checks, while regions move between the stashes and the threads.
-  int checks = 0;
   while (running.load() > 0) {
     if (const char* problem = arena->check_blocks()) {
       ADD_FAILURE() << "while the threads trade: " << problem;
-      break;  // and join them
+      checks.store(kMinChecks);  // so that the threads stop
+      break;                     // and are joined
     }
-    ++checks;
+    checks.fetch_add(1);
   }
   for (std::thread& t : threads) t.join();
-  EXPECT_GT(checks, 0);
+  EXPECT_GE(checks.load(), kMinChecks);
   EXPECT_EQ(arena->stats().allocated, 0u);
   EXPECT_EQ(arena->stats().blocks, 0u);
   EXPECT_EQ(arena->check_blocks(), nullptr);
