@@ -13,8 +13,9 @@
 //   thp            transparent huge pages for arena chunks, as jemalloc's opt.thp:
 //                  never (the default: every chunk MADV_NOHUGEPAGE, so a sparsely touched
 //                  chunk never makes 2 MiB resident, even where the system's setting is
-//                  "always"; on the study's virtual machines huge pages saved no TLB misses
-//                  and cost lua and python a tenth of their time, docs/measurements.md), auto
+//                  "always"; on an AMD EPYC VM a heap partly on huge pages, as auto leaves
+//                  it, was read slower than on either kind alone, and auto cost lua and
+//                  python a tenth of their time, docs/measurements.md), auto
 //                  (a chunk mapped for slabs, or for a large run while the arena's slabs hold
 //                  at least as many pages as its large runs, once an arena has 4 chunks, is
 //                  advised MADV_HUGEPAGE, since it will be used densely; the other chunks, and
