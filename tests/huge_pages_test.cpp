@@ -1,14 +1,13 @@
-// The thp option: every chunk an arena maps gets the advice the option names, as the kernel
-// shows it in the mapping's VmFlags (/proc/self/smaps: "hg", "nh"): under "auto",
-// MADV_HUGEPAGE for a chunk mapped for slabs once the arena has 4 chunks, MADV_NOHUGEPAGE for
-// its first 4, for chunks mapped for large runs while its slabs hold fewer pages than its
-// large runs, and for every chunk of the automatic arenas after the first; under "always"
-// MADV_HUGEPAGE for every chunk after the first; "never", the default, MADV_NOHUGEPAGE;
-// "default" none. A
-// large run touched at one byte faults in no huge page under "auto". Under "auto" the chunks it
-// advises have their first touch timed, and once fresh huge pages have overspent thp_budget the
-// chunks it would advise get MADV_NOHUGEPAGE. And PAGEMALLOC_CONF's parsing of both options: a
-// bad value or an unknown key gets one warning and changes nothing.
+// The thp option: every chunk an arena maps gets the advice the option names, as the kernel shows
+// it in the mapping's VmFlags (/proc/self/smaps: "hg", "nh"): under "auto", MADV_HUGEPAGE for a
+// chunk mapped for slabs once the arena has 4 chunks, MADV_NOHUGEPAGE for its first 4, for chunks
+// mapped for large runs while its slabs hold fewer pages than its large runs, and for every chunk
+// of the automatic arenas after the first; under "always" MADV_HUGEPAGE for every chunk after the
+// first; "never", the default, MADV_NOHUGEPAGE; "default" none. A large run touched at one byte
+// faults in no huge page under "auto". Under "auto" the chunks it advises have their first touch
+// timed, and once fresh huge pages have overspent thp_budget the chunks it would advise get
+// MADV_NOHUGEPAGE. And PAGEMALLOC_CONF's parsing of both options: a bad value or an unknown key
+// gets one warning and changes nothing.
 #include <gtest/gtest.h>
 
 #include <algorithm>

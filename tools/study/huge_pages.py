@@ -3,8 +3,8 @@
 pointer_chase (benchmarks/memory/pointer_chase.c) builds a heap of 64-byte blocks as fast as it
 can and then reads it in random order. It runs under pagemalloc's drop-in in three settings:
 
-  budget       thp:auto, thp_budget:64 (fresh huge pages' faults beyond what small
-               pages cost stay within 5 ms plus 1/64 of the run time; huge_page_budget.h)
+  budget       thp:auto, thp_budget:64 (fresh huge pages' faults beyond what small pages
+               cost stay within 5 ms plus 1/64 of the run time; huge_page_budget.h)
   unlimited    thp:auto, thp_budget:0 (every chunk the rules pick gets MADV_HUGEPAGE)
   small pages  thp:never (the default)
 
