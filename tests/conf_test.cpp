@@ -98,7 +98,8 @@ TEST_F(ConfParsing, AnUnknownKeyNamesTheKeys) {
   EXPECT_NE(
       out.find(
           "unknown key in 'stat_print:true' ignored (the keys are decay_ms, checks, "
-          "stats_print, stats_file, deterministic, narenas, thp, thp_budget, background_thread)"),
+          "stats_print, stats_file, deterministic, narenas, thp, thp_budget, background_thread, "
+          "populate)"),
       std::string::npos)
       << out;
 }

@@ -93,6 +93,11 @@ int pm_ctl(const char* name, long* old_value, const long* new_value) {
     }
     return 0;
   }
+  if (key == "populate") {  // 0 or 1 (populate.h)
+    if (old_value != nullptr) *old_value = o.populate.load() ? 1 : 0;
+    if (new_value != nullptr) o.populate = *new_value != 0;
+    return 0;
+  }
   if (key == "narenas") {  // fixed at initialization
     if (new_value != nullptr) return EPERM;
     if (old_value != nullptr) *old_value = long(heap().automatic_arena_count());

@@ -26,7 +26,7 @@ bool parse_long(std::string_view v, long& out) {
 
 constexpr std::string_view kKeys =
     "the keys are decay_ms, checks, stats_print, stats_file, deterministic, narenas, thp, "
-    "thp_budget, background_thread";
+    "thp_budget, background_thread, populate";
 
 // "PAGEMALLOC_CONF: <what> '<entry>' ignored (<valid>)", one line on stderr.
 void warn_entry(std::string_view what, std::string_view entry, std::string_view valid) {
@@ -48,13 +48,15 @@ void apply_entry(std::string_view entry) {
     if (!parse_long(value, n) || n < -1)
       return warn_entry("bad value in", entry, "decay_ms takes -1 (never), 0 or milliseconds");
     o.decay_ms = n;
-  } else if (key == "checks" || key == "deterministic" || key == "background_thread") {
+  } else if (key == "checks" || key == "deterministic" || key == "background_thread" ||
+             key == "populate") {
     if (!parse_bool(value, b)) {
       char valid[64];
       auto r = fmt::format_to_n(valid, sizeof(valid), "{} takes true, false, 1 or 0", key);
       return warn_entry("bad value in", entry, std::string_view(valid, r.size));
     }
     if (key == "checks") set_checks(b);
+    else if (key == "populate") o.populate = b;
     else (key == "deterministic" ? o.deterministic : o.background_thread) = b;
   } else if (key == "stats_print") {
     if (value == "json") {

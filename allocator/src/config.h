@@ -27,6 +27,9 @@
 //                  limit; huge_page_budget.h)
 //   background_thread  a thread that advances the decay every so often, so that a program
 //                  that goes idle still returns its free pages (default false; decay.h)
+//   populate       fault in a fresh slab, or a large run that will be used densely, with one
+//                  call when it is carved, once the arena's slabs hold 1 MiB, instead of a
+//                  fault per page at first touch (default true; populate.h)
 //
 // An unknown key or a bad value gets one warning on stderr that names the valid keys or values,
 // and is ignored.
@@ -65,6 +68,7 @@ struct Options {
   std::atomic<HugePages> thp{HugePages::Never};  // chunks reserved from now on
   std::atomic<long> thp_budget{64};              // 0: no limit
   std::atomic<bool> background_thread{false};
+  std::atomic<bool> populate{true};
 };
 
 inline constinit Options g_options;

@@ -59,6 +59,7 @@ expect_warning() {
 expect_warning thp:sometimes "bad value in 'thp:sometimes' ignored (thp takes auto, always, never or default)"
 expect_warning stats_print:maybe "(stats_print takes true, false or json)"
 expect_warning checks:yes "(checks takes true, false, 1 or 0)"
+expect_warning populate:often "(populate takes true, false, 1 or 0)"
 expect_warning decay_ms:soon "(decay_ms takes -1 (never), 0 or milliseconds)"
 expect_warning narenas:0 "(narenas takes 1 to 256)"
 expect_warning colour:blue "unknown key in 'colour:blue' ignored (the keys are decay_ms, checks,"

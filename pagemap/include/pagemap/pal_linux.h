@@ -45,6 +45,11 @@ class LinuxPal {
   // without them refuses the hint, which changes nothing.
   static void prefer_huge_pages(void* p, std::size_t bytes) { ::madvise(p, bytes, MADV_HUGEPAGE); }
   static void avoid_huge_pages(void* p, std::size_t bytes) { ::madvise(p, bytes, MADV_NOHUGEPAGE); }
+  // Another hint: fault in [p, p+bytes) now, writable (MADV_POPULATE_WRITE, Linux 5.14). False
+  // (errno EINVAL) from a kernel without it.
+  static bool populate(void* p, std::size_t bytes) {
+    return ::madvise(p, bytes, MADV_POPULATE_WRITE) == 0;
+  }
 
   bool grow(void* p, std::size_t old_bytes, std::size_t new_bytes) {
     return ::mremap(p, old_bytes, new_bytes, 0) != MAP_FAILED;

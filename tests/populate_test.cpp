@@ -1,0 +1,131 @@
+// The populate option (populate.h): once an arena's slabs hold 1 MiB, the pages of a fresh slab,
+// and of a large run the arena will use densely, are resident before the program touches them
+// (mincore says so); below 1 MiB of slabs, with the option off, or for a large run of an arena
+// whose large runs outweigh its slabs, they are not. And the option through pm_ctl and
+// PAGEMALLOC_CONF.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "pagemalloc/pagemalloc.h"
+#include "pagemap/pages.h"
+
+namespace {
+
+constexpr std::size_t kPage = pagemalloc::kPageSize;
+
+// How many of the `pages` pages from the one that holds p are resident.
+std::size_t resident_pages(const void* p, std::size_t pages) {
+  const auto first = reinterpret_cast<std::uintptr_t>(p) & ~(kPage - 1);
+  std::vector<unsigned char> in_core(pages);
+  EXPECT_EQ(::mincore(reinterpret_cast<void*>(first), pages * kPage, in_core.data()), 0);
+  std::size_t resident = 0;
+  for (unsigned char c : in_core) resident += c & 1;
+  return resident;
+}
+
+class Populate : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(pm_ctl("populate", &saved_, nullptr), 0);
+    arena_ = pm_arena_create();
+    ASSERT_NE(arena_, 0u);
+  }
+  void TearDown() override {
+    EXPECT_EQ(pm_arena_destroy(arena_), 0);
+    EXPECT_EQ(pm_ctl("populate", nullptr, &saved_), 0);
+  }
+  static void set_populate(long on) { ASSERT_EQ(pm_ctl("populate", nullptr, &on), 0); }
+  void* alloc(std::size_t bytes) {
+    void* p = pm_mallocx(bytes, PM_ARENA(arena_));
+    EXPECT_NE(p, nullptr);
+    return p;
+  }
+  // Blocks of 64 bytes in slabs of `bytes` in all, each written (as a program would).
+  void fill_slabs(std::size_t bytes) {
+    for (std::size_t i = 0; i < bytes / 64; ++i) *static_cast<char*>(alloc(64)) = 1;
+  }
+  long saved_ = 1;
+  unsigned arena_ = 0;
+};
+
+// A block of 16 KiB (a slab of four, 16 pages), not touched: its pages after the first (the
+// allocator writes a region's first word) are resident only if its slab was populated.
+constexpr std::size_t kSlabBlock = 16384;
+constexpr std::size_t kSlabBlockPages = kSlabBlock / kPage;
+
+TEST_F(Populate, IsOnByDefault) { EXPECT_TRUE(pagemalloc::Options{}.populate.load()); }
+
+TEST_F(Populate, AFreshSlabIsResidentOnceTheArenaHoldsAMebibyteOfSlabs) {
+  set_populate(1);
+  fill_slabs(std::size_t{3} << 19);
+  void* p = alloc(kSlabBlock);
+  EXPECT_EQ(resident_pages(static_cast<char*>(p) + kPage, kSlabBlockPages - 1),
+            kSlabBlockPages - 1);
+}
+
+TEST_F(Populate, NotBeforeTheArenaHoldsAMebibyteOfSlabs) {
+  set_populate(1);
+  fill_slabs(std::size_t{1} << 18);
+  void* p = alloc(kSlabBlock);
+  EXPECT_EQ(resident_pages(static_cast<char*>(p) + kPage, kSlabBlockPages - 1), 0u);
+}
+
+TEST_F(Populate, NotWhenTheOptionIsOff) {
+  set_populate(0);
+  fill_slabs(std::size_t{3} << 19);
+  void* p = alloc(kSlabBlock);
+  EXPECT_EQ(resident_pages(static_cast<char*>(p) + kPage, kSlabBlockPages - 1), 0u);
+  void* large = alloc(64 * kPage);
+  EXPECT_EQ(resident_pages(large, 64), 0u);
+}
+
+TEST_F(Populate, ALargeRunAmongMoreSlabPagesIsResident) {
+  set_populate(1);
+  fill_slabs(std::size_t{3} << 19);
+  void* large = alloc(64 * kPage);
+  EXPECT_EQ(resident_pages(large, 64), 64u);
+}
+
+// A large run may be touched at one byte in a thousand: one of an arena whose large runs hold
+// more pages than its slabs is left to be faulted in as it is touched.
+TEST_F(Populate, ALargeRunOfAnArenaOfMostlyLargeRunsIsNot) {
+  set_populate(1);
+  fill_slabs(std::size_t{3} << 19);
+  for (int i = 0; i < 8; ++i) *static_cast<char*>(alloc(64 * kPage)) = 1;
+  void* large = alloc(64 * kPage);
+  EXPECT_EQ(resident_pages(static_cast<char*>(large) + kPage, 63), 0u);
+}
+
+TEST_F(Populate, PmCtlReadsAndSetsIt) {
+  set_populate(0);
+  long value = -1;
+  ASSERT_EQ(pm_ctl("populate", &value, nullptr), 0);
+  EXPECT_EQ(value, 0);
+  set_populate(7);
+  ASSERT_EQ(pm_ctl("populate", &value, nullptr), 0);
+  EXPECT_EQ(value, 1);
+}
+
+TEST_F(Populate, PagemallocConfTakesABooleanAndWarnsOfAnythingElse) {
+  set_populate(1);
+  ::testing::internal::CaptureStderr();
+  pagemalloc::apply_conf("populate:false");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_FALSE(pagemalloc::options().populate.load());
+  ::testing::internal::CaptureStderr();
+  pagemalloc::apply_conf("populate:often");
+  const std::string out = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(out.find("PAGEMALLOC_CONF: bad value in 'populate:often' ignored (populate takes "
+                     "true, false, 1 or 0)"),
+            std::string::npos)
+      << out;
+  EXPECT_FALSE(pagemalloc::options().populate.load());
+}
+
+}  // namespace
