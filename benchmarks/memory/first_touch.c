@@ -56,10 +56,11 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < pages; ++i)
         if (m[i * page] != (unsigned char)(i + 2)) fail("page %zu lost its byte", i);
       munmap(m, bytes);
-      printf("round %llu %-12s madvise_us_per_page %.2f first_touch_us_per_page %.2f "
-             "second_touch_us_per_page %.3f\n",
-             (unsigned long long)round, way_name[way], (t1 - t0) * 1e6 / (double)pages,
-             (t2 - t1) * 1e6 / (double)pages, (t3 - t2) * 1e6 / (double)pages);
+      printf(
+          "round %llu %-12s madvise_us_per_page %.2f first_touch_us_per_page %.2f "
+          "second_touch_us_per_page %.3f\n",
+          (unsigned long long)round, way_name[way], (t1 - t0) * 1e6 / (double)pages,
+          (t2 - t1) * 1e6 / (double)pages, (t3 - t2) * 1e6 / (double)pages);
     }
   }
   printf("all checked\n");
