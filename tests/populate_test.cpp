@@ -1,8 +1,9 @@
-// The populate option (populate.h): once an arena's slabs hold 1 MiB, the pages of a fresh slab,
+// The populate option (populate.h): once an arena's slabs hold 8 MiB, the pages of a fresh slab,
 // and of a large run the arena will use densely, are resident before the program touches them
-// (mincore says so); below 1 MiB of slabs, with the option off, or for a large run of an arena
-// whose large runs outweigh its slabs, they are not. And the option through pm_ctl and
-// PAGEMALLOC_CONF.
+// (mincore says so); below 8 MiB of slabs, with the option off, or for a large run of an arena
+// whose large runs outweigh its slabs, they are not. A realloc that moves a block into fresh
+// pages populates those its copy fills (pm_stats's populated). And the option through pm_ctl
+// and PAGEMALLOC_CONF.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
@@ -14,10 +15,14 @@
 #include "config.h"
 #include "pagemalloc/pagemalloc.h"
 #include "pagemap/pages.h"
+#include "populate.h"
 
 namespace {
 
 constexpr std::size_t kPage = pagemalloc::kPageSize;
+// Slabs of a little more, and of half, what the arena must hold before it populates.
+constexpr std::size_t kAboveThreshold = (pagemalloc::kPopulateAfterSlabPages + 256) * kPage;
+constexpr std::size_t kBelowThreshold = pagemalloc::kPopulateAfterSlabPages / 2 * kPage;
 
 // How many of the `pages` pages from the one that holds p are resident.
 std::size_t resident_pages(const void* p, std::size_t pages) {
@@ -61,24 +66,24 @@ constexpr std::size_t kSlabBlockPages = kSlabBlock / kPage;
 
 TEST_F(Populate, IsOnByDefault) { EXPECT_TRUE(pagemalloc::Options{}.populate.load()); }
 
-TEST_F(Populate, AFreshSlabIsResidentOnceTheArenaHoldsAMebibyteOfSlabs) {
+TEST_F(Populate, AFreshSlabIsResidentOnceTheArenaHoldsEnoughSlabs) {
   set_populate(1);
-  fill_slabs(std::size_t{3} << 19);
+  fill_slabs(kAboveThreshold);
   void* p = alloc(kSlabBlock);
   EXPECT_EQ(resident_pages(static_cast<char*>(p) + kPage, kSlabBlockPages - 1),
             kSlabBlockPages - 1);
 }
 
-TEST_F(Populate, NotBeforeTheArenaHoldsAMebibyteOfSlabs) {
+TEST_F(Populate, NotBeforeTheArenaHoldsEnoughSlabs) {
   set_populate(1);
-  fill_slabs(std::size_t{1} << 18);
+  fill_slabs(kBelowThreshold);
   void* p = alloc(kSlabBlock);
   EXPECT_EQ(resident_pages(static_cast<char*>(p) + kPage, kSlabBlockPages - 1), 0u);
 }
 
 TEST_F(Populate, NotWhenTheOptionIsOff) {
   set_populate(0);
-  fill_slabs(std::size_t{3} << 19);
+  fill_slabs(kAboveThreshold);
   void* p = alloc(kSlabBlock);
   EXPECT_EQ(resident_pages(static_cast<char*>(p) + kPage, kSlabBlockPages - 1), 0u);
   void* large = alloc(64 * kPage);
@@ -87,7 +92,7 @@ TEST_F(Populate, NotWhenTheOptionIsOff) {
 
 TEST_F(Populate, ALargeRunAmongMoreSlabPagesIsResident) {
   set_populate(1);
-  fill_slabs(std::size_t{3} << 19);
+  fill_slabs(kAboveThreshold);
   void* large = alloc(64 * kPage);
   EXPECT_EQ(resident_pages(large, 64), 64u);
 }
@@ -96,10 +101,39 @@ TEST_F(Populate, ALargeRunAmongMoreSlabPagesIsResident) {
 // more pages than its slabs is left to be faulted in as it is touched.
 TEST_F(Populate, ALargeRunOfAnArenaOfMostlyLargeRunsIsNot) {
   set_populate(1);
-  fill_slabs(std::size_t{3} << 19);
-  for (int i = 0; i < 8; ++i) *static_cast<char*>(alloc(64 * kPage)) = 1;
+  fill_slabs(kAboveThreshold);
+  for (std::size_t i = 0; i <= kAboveThreshold / (128 * kPage); ++i)
+    *static_cast<char*>(alloc(128 * kPage)) = 1;
   void* large = alloc(64 * kPage);
   EXPECT_EQ(resident_pages(static_cast<char*>(large) + kPage, 63), 0u);
+}
+
+// A large block moved by realloc into a fresh huge block: the pages the copy fills are
+// populated first (pm_stats counts them), and not with the option off.
+std::size_t populated_by_a_move_to_a_huge_block() {
+  constexpr std::size_t kOld = std::size_t{256} << 10;
+  auto* p = static_cast<unsigned char*>(pm_malloc(kOld));
+  EXPECT_NE(p, nullptr);
+  for (std::size_t i = 0; i < kOld; i += kPage) p[i] = static_cast<unsigned char>(i / kPage);
+  pm_stats before{}, after{};
+  pm_stats_get(&before);
+  auto* q = static_cast<unsigned char*>(pm_realloc(p, std::size_t{64} << 20));
+  pm_stats_get(&after);
+  EXPECT_NE(q, nullptr);
+  for (std::size_t i = 0; i < kOld; i += kPage)
+    EXPECT_EQ(q[i], static_cast<unsigned char>(i / kPage)) << "page " << i / kPage;
+  pm_free(q);
+  return after.populated - before.populated;
+}
+
+TEST_F(Populate, AReallocCopyIntoFreshPagesPopulatesThemFirst) {
+  set_populate(1);
+  EXPECT_GE(populated_by_a_move_to_a_huge_block(), std::size_t{256} << 10);
+}
+
+TEST_F(Populate, AReallocCopyPopulatesNothingWithTheOptionOff) {
+  set_populate(0);
+  EXPECT_EQ(populated_by_a_move_to_a_huge_block(), 0u);
 }
 
 TEST_F(Populate, PmCtlReadsAndSetsIt) {

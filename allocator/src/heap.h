@@ -146,7 +146,10 @@ class Allocator<Config>::Heap {
   int find_source(unsigned index, Source& out);
   Block locate(const void* p, const char* call);
   void* allocate_slow(std::size_t size, std::size_t align, bool zero);
-  void* allocate_from(const Source& source, std::size_t size, std::size_t align, bool zero);
+  // `will_write`: bytes from the start the caller writes at once (a move's copy); those of a
+  // large or huge block that read zero are populated first (populate.h).
+  void* allocate_from(const Source& source, std::size_t size, std::size_t align, bool zero,
+                      std::size_t will_write = 0);
   void* allocate_small(unsigned size_class);
   void* move(void* p, const Block& old, std::size_t size, std::size_t align, bool zero,
              unsigned arena, const char* call);

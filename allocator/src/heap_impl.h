@@ -18,6 +18,7 @@
 #include "diagnostics.h"
 #include "fork.h"
 #include "pagemalloc/pagemalloc.h"
+#include "populate.h"
 #include "thread_cache.h"
 
 namespace pagemalloc {
@@ -113,7 +114,7 @@ void* Allocator<Config>::Heap::allocate_in(unsigned arena, std::size_t size, std
 
 template <class Config>
 void* Allocator<Config>::Heap::allocate_from(const Source& source, std::size_t size,
-                                             std::size_t align, bool zero) {
+                                             std::size_t align, bool zero, std::size_t will_write) {
   if (size == 0) size = 1;  // the smallest block of its kind, as place() counts it
   const Placement where = place(size, align);
   void* p = nullptr;
@@ -133,6 +134,7 @@ void* Allocator<Config>::Heap::allocate_from(const Source& source, std::size_t s
   }
   if (p == nullptr) return heap_detail::out_of_memory();
   if (zero && !zeroed) std::memset(p, 0, where.usable);
+  if (zeroed && will_write >= kPopulateCopyBytes) populate_pages(p, will_write & ~(kPageSize - 1));
   return p;
 }
 
@@ -393,9 +395,12 @@ void* Allocator<Config>::Heap::move(void* p, const Block& old, std::size_t size,
     const unsigned home = old.kind == BlockKind::Huge ? old.huge->arena() : old.arena->index();
     if (home != kNoArena && home >= automatic_.count()) arena = home;
   }
-  void* q = arena == kNoArena ? allocate(size, align, zero) : allocate_in(arena, size, align, zero);
-  if (q == nullptr) return nullptr;
   const std::size_t keep = old.usable < size ? old.usable : size;
+  void* q = nullptr;
+  if (arena != kNoArena) q = allocate_in(arena, size, align, zero);
+  else if (size <= kMaxSmallSize) q = allocate(size, align, zero);
+  else q = allocate_from(Source{&automatic_.for_thread(), &huge(), true}, size, align, zero, keep);
+  if (q == nullptr) return nullptr;
   std::memcpy(q, p, keep);
   deallocate(p, call);
   copied_.fetch_add(keep, std::memory_order_relaxed);
@@ -497,6 +502,7 @@ void Allocator<Config>::Heap::stats(pm_stats& out) {
   out.grown_in_place = grown_in_place_.load(std::memory_order_relaxed);
   out.moved = moved_by_copy_.load(std::memory_order_relaxed) + h.moved + fast.moved;
   out.purged = a.purged_pages * kPageSize + h.purged;
+  out.populated = g_populated_bytes.load(std::memory_order_relaxed);
 }
 
 template <class Config>

@@ -1,13 +1,20 @@
 // Fresh pages faulted in ahead of their first touch (the populate option, config.h).
 //
-// When an arena carves a slab, or a large run while its slabs hold at least as many pages as
-// its large runs (the run will be used densely: chunk_pal.h's ChunkUse), from pages that read
-// zero (never touched, or purged), one madvise(MADV_POPULATE_WRITE) makes them resident at
-// once, instead of one page fault per page as they are first touched. On the VMs the study
-// runs on, guests of a hypervisor that keeps shadow page tables, a page fault costs about
-// 12 µs per page; populating costs about 0.7 µs per page, and the first touch after it about
-// 5 µs (docs/measurements.md). Only once the arena's slabs hold kPopulateAfterSlabPages: a
-// small program does not get whole slabs resident that it may never fill.
+// Pages that read zero (never touched, or purged) are made resident with one
+// madvise(MADV_POPULATE_WRITE), instead of one page fault per page at first touch, where they
+// are about to be touched:
+// - a slab an arena carves from them, once its slabs hold kPopulateAfterSlabPages, 8 MiB (a
+//   small program does not get whole slabs resident that it may never fill: espresso's
+//   pattern peaked at 4.0 MiB instead of 3.4 with 1 MiB here);
+// - a large run carved from them, under the same condition, while the arena's slabs hold at
+//   least as many pages as its large runs (the run will be used densely: chunk_pal.h's
+//   ChunkUse; a large run of an arena of mostly large runs may be touched at one byte in a
+//   thousand);
+// - the pages of a large or huge block that a realloc's copy of kPopulateCopyBytes or more is
+//   about to fill.
+// On the VMs the study runs on, guests of a hypervisor that keeps shadow page tables, a page
+// fault costs 11-12 µs per page; populating costs 0.8-0.9 µs per page, and the first touch
+// after it 5 µs (benchmarks/memory/first_touch, docs/measurements.md).
 #pragma once
 
 #include <atomic>
@@ -20,8 +27,12 @@
 
 namespace pagemalloc {
 
-inline constexpr std::size_t kPopulateAfterSlabPages = std::size_t{1} << 20 >> kLgPageSize;
+inline constexpr std::size_t kPopulateAfterSlabPages = std::size_t{8} << 20 >> kLgPageSize;
+// A copy this large or larger: the copy faults its pages in a moment later anyway.
+inline constexpr std::size_t kPopulateCopyBytes = std::size_t{16} << 10;
 
+// Bytes populated since start, by every heap of the process (pm_stats's populated).
+inline constinit std::atomic<std::size_t> g_populated_bytes{0};
 // Set when the kernel refuses MADV_POPULATE_WRITE as unknown (before Linux 5.14): it is not
 // asked again.
 inline constinit std::atomic<bool> g_populate_refused{false};
@@ -33,8 +44,8 @@ inline void populate_pages(void* p, std::size_t bytes) {
       g_populate_refused.load(std::memory_order_relaxed))
     return;
   const int saved = errno;
-  if (!LinuxPal::populate(p, bytes) && errno == EINVAL)
-    g_populate_refused.store(true, std::memory_order_relaxed);
+  if (LinuxPal::populate(p, bytes)) g_populated_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  else if (errno == EINVAL) g_populate_refused.store(true, std::memory_order_relaxed);
   errno = saved;
 }
 

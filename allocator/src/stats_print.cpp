@@ -77,9 +77,9 @@ std::size_t pagemalloc::format_stats(char* buffer, std::size_t capacity, bool js
                       "{{\"runs\": \"{}\", \"allocated\": {}, \"active\": {}, \"mapped\": {}, "
                       "\"dirty\": {}, "
                       "\"retained\": {}, \"copied\": {}, \"grown_in_place\": {}, \"moved\": {}, "
-                      "\"purged\": {}",
+                      "\"purged\": {}, \"populated\": {}",
                       runs, s.allocated, s.active, s.mapped, s.dirty, s.retained, s.copied,
-                      s.grown_in_place, s.moved, s.purged)
+                      s.grown_in_place, s.moved, s.purged, s.populated)
                 : fmt::format_to_n(
                       buffer, capacity,
                       "pagemalloc statistics (run manager: {})\n"
@@ -91,9 +91,10 @@ std::size_t pagemalloc::format_stats(char* buffer, std::size_t capacity, bool js
                       "  copied          {:>16} bytes copied by reallocation\n"
                       "  grown in place  {:>16} reallocations\n"
                       "  moved           {:>16} reallocations\n"
-                      "  purged          {:>16} bytes returned to the OS, since start\n",
+                      "  purged          {:>16} bytes returned to the OS, since start\n"
+                      "  populated       {:>16} bytes faulted in ahead of use, since start\n",
                       runs, s.allocated, s.active, s.mapped, s.dirty, s.retained, s.copied,
-                      s.grown_in_place, s.moved, s.purged);
+                      s.grown_in_place, s.moved, s.purged, s.populated);
   std::size_t used = std::min(r.size, capacity);
   // What thp:auto's huge pages cost (huge_page_budget.h).
   const pagemalloc::HugePageBudget::Totals h = pagemalloc::g_huge_page_budget.totals();
@@ -110,25 +111,24 @@ std::size_t pagemalloc::format_stats(char* buffer, std::size_t capacity, bool js
   // A build with counting (PAGEMALLOC_COUNTERS) adds what its run managers did.
   if constexpr (pagemalloc::kCountersEnabled) {
     const pagemalloc::RunCounterValues c = pagemalloc::heap().run_counters();
-    auto counted = json ? fmt::format_to_n(
-                        buffer + used, capacity - used,
-                        ", \"run_manager\": {{\"calls\": {}, \"nodes_visited\": {}, "
-                        "\"rotations\": {}, \"map_reads\": {}, \"map_writes\": {}, "
-                        "\"splits\": {}, \"coalesces\": {}, \"chunks_added\": {}}}",
-                        c.operations, c.nodes_visited, c.rotations, c.map_reads, c.map_writes,
-                        c.splits, c.coalesces, c.chunks_added)
-                  : fmt::format_to_n(
-                        buffer + used, capacity - used,
-                        "  run manager     {:>16} calls\n"
-                        "                  {:>16} tree nodes visited\n"
-                        "                  {:>16} rotations\n"
-                        "                  {:>16} page-map reads\n"
-                        "                  {:>16} page-map writes\n"
-                        "                  {:>16} splits\n"
-                        "                  {:>16} coalesces\n"
-                        "                  {:>16} chunks added\n",
-                        c.operations, c.nodes_visited, c.rotations, c.map_reads, c.map_writes,
-                        c.splits, c.coalesces, c.chunks_added);
+    auto counted =
+        json ? fmt::format_to_n(buffer + used, capacity - used,
+                                ", \"run_manager\": {{\"calls\": {}, \"nodes_visited\": {}, "
+                                "\"rotations\": {}, \"map_reads\": {}, \"map_writes\": {}, "
+                                "\"splits\": {}, \"coalesces\": {}, \"chunks_added\": {}}}",
+                                c.operations, c.nodes_visited, c.rotations, c.map_reads,
+                                c.map_writes, c.splits, c.coalesces, c.chunks_added)
+             : fmt::format_to_n(buffer + used, capacity - used,
+                                "  run manager     {:>16} calls\n"
+                                "                  {:>16} tree nodes visited\n"
+                                "                  {:>16} rotations\n"
+                                "                  {:>16} page-map reads\n"
+                                "                  {:>16} page-map writes\n"
+                                "                  {:>16} splits\n"
+                                "                  {:>16} coalesces\n"
+                                "                  {:>16} chunks added\n",
+                                c.operations, c.nodes_visited, c.rotations, c.map_reads,
+                                c.map_writes, c.splits, c.coalesces, c.chunks_added);
     used += std::min(counted.size, capacity - used);
   }
   if (json) {

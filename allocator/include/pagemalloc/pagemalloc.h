@@ -160,6 +160,8 @@ typedef struct pm_stats {
   size_t purged;         /* bytes of free pages returned to the OS since start: by the decay,
                           * by pm_purge, and to make room where other memory became resident
                           * (an arena's neighbours, the huge blocks' cache) */
+  size_t populated;      /* bytes of fresh pages faulted in ahead of their first touch, since
+                          * start (the populate option) */
 } pm_stats;
 
 /* Fills *out with a consistent snapshot of the statistics. */
