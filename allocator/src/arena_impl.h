@@ -356,7 +356,7 @@ Slab* Allocator<Config>::Arena::next_slab(Bin& bin, unsigned size_class) {
     slab_pool_.release(slab);
     return nullptr;
   }
-  if (r.zeroed && slab_pages_ >= kPopulateAfterSlabPages)
+  if (r.zeroed && sc.size <= kPageSize && slab_pages_ >= kPopulateAfterSlabPages)
     populate_pages(r.run.base(), r.run.pages.bytes());
   slab->init(r.run.base(), size_class);
   for (std::size_t i = 0; i < sc.slab_pages; ++i)
@@ -426,8 +426,7 @@ void* Allocator<Config>::Arena::alloc_large_locked(std::size_t bytes, std::size_
   const PageCount extra(align > kPageSize ? align / kPageSize - 1 : 0);
   tick();
   const std::size_t large_pages = active_pages_ - slab_pages_ + pages.value();
-  const bool dense = slab_pages_ >= large_pages;
-  pal_.next_run_for(dense ? ChunkUse::Dense : ChunkUse::MaybeSparse);
+  pal_.next_run_for(slab_pages_ >= large_pages ? ChunkUse::Dense : ChunkUse::MaybeSparse);
   AllocatedRun r = runs_.alloc(pages + extra);
   if (!r.run) return nullptr;
   zeroed = r.zeroed;
@@ -439,8 +438,6 @@ void* Allocator<Config>::Arena::alloc_large_locked(std::size_t bytes, std::size_
     runs_.shrink_in_place(r.run, lead + pages);
     runs_.trim_head(Run{r.run.chunk, r.run.first, lead + pages}, lead);
   }
-  if (r.zeroed && dense && slab_pages_ >= kPopulateAfterSlabPages)
-    populate_pages(block.base(), pages.bytes());
   page_entry(block.chunk, block.first) = PageEntry::large(pages);
   tag_interior(block.chunk, block.first + PageCount(1), block.end());
   allocated_ += pages.bytes();

@@ -27,10 +27,10 @@
 //                  limit; huge_page_budget.h)
 //   background_thread  a thread that advances the decay every so often, so that a program
 //                  that goes idle still returns its free pages (default false; decay.h)
-//   populate       fault in fresh pages about to be touched with one call instead of a fault
-//                  per page at first touch: a slab, or a large run that will be used densely,
-//                  once the arena's slabs hold 8 MiB, and the pages a realloc's copy fills
-//                  (default true; populate.h)
+//   populate       fault in fresh pages that will be touched with one call instead of a
+//                  fault per page at first touch: a slab of regions up to a page, once the
+//                  arena's slabs hold 8 MiB, and the pages a realloc's copy fills (default
+//                  true; populate.h)
 //
 // An unknown key or a bad value gets one warning on stderr that names the valid keys or values,
 // and is ignored.

@@ -2,16 +2,17 @@
 //
 // Pages that read zero (never touched, or purged) are made resident with one
 // madvise(MADV_POPULATE_WRITE), instead of one page fault per page at first touch, where they
-// are about to be touched:
-// - a slab an arena carves from them, once its slabs hold kPopulateAfterSlabPages, 8 MiB (a
-//   small program does not get whole slabs resident that it may never fill: espresso's
-//   pattern peaked at 4.0 MiB instead of 3.4 with 1 MiB here);
-// - a large run carved from them, under the same condition, while the arena's slabs hold at
-//   least as many pages as its large runs (the run will be used densely: chunk_pal.h's
-//   ChunkUse; a large run of an arena of mostly large runs may be touched at one byte in a
-//   thousand);
+// will be touched anyway:
+// - a slab an arena carves from them, if its regions are at most a page (every page then holds
+//   a region's start, which the allocator writes as it hands the region out), once the
+//   arena's slabs hold kPopulateAfterSlabPages, 8 MiB (a small program does not get whole
+//   slabs resident that it may never fill: espresso's pattern peaked at 4.0 MiB instead of 3.4
+//   when it was 1 MiB);
 // - the pages of a large or huge block that a realloc's copy of kPopulateCopyBytes or more is
 //   about to fill.
+// Nothing else: a slab of larger regions, or a large run, may be touched at one byte in a
+// thousand (4,096 blocks of 16 KiB with one byte written in each, beside 10 MiB of small
+// blocks, peaked at 78 MiB with their slabs populated, 29 MiB without).
 // On the VMs the study runs on, guests of a hypervisor that keeps shadow page tables, a page
 // fault costs 11-12 µs per page; populating costs 0.8-0.9 µs per page, and the first touch
 // after it 5 µs (benchmarks/memory/first_touch, docs/measurements.md).

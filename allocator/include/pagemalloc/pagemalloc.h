@@ -178,8 +178,8 @@ void pm_purge(void);
  * "thp_budget" (long N >= 0: under thp auto, fresh huge pages' faults beyond what small pages
  * would cost stay within 1/N of the run time; 0 no limit),
  * "background_thread" (int: 1 starts a thread that returns free pages after the decay while
- * the program is idle, 0 stops it), "populate" (int: 1, the default, faults in fresh pages about
- * to be touched, slabs, densely used large runs and realloc's copies, with one call each),
+ * the program is idle, 0 stops it), "populate" (int: 1, the default, faults in fresh pages that
+ * will be touched, slabs of small regions and realloc's copies, with one call each),
  * "narenas" (read only: how many automatic arenas the threads are spread over; EPERM when set).
  * Returns 0, or EINVAL for an unknown name. */
 int pm_ctl(const char* name, long* old_value, const long* new_value);
