@@ -2,11 +2,14 @@
  * touched in each, so that an allocator which backs a block with more than the page the
  * program touches (a huge page, say) multiplies the memory the program uses.
  *
- *   sparse_blocks [blocks=32768] [least_kib=64] [most_kib=512] [seed=1]
+ *   sparse_blocks [blocks=32768] [least_kib=64] [most_kib=512] [small_mib=0] [seed=1]
  *
- * Allocates `blocks` blocks of random sizes from least_kib to most_kib KiB, writes one byte at
- * a random offset in each, then checks every byte and frees every block. Peak RSS (measured
- * by the launcher) is the result: the bytes the program needs are `blocks` pages. */
+ * First allocates small_mib MiB of 64-byte blocks, each written and kept (a heap of small
+ * objects beside the table: an allocator that backs a heap's blocks ahead of use once it is
+ * large may back the table's too). Then allocates `blocks` blocks of random sizes from
+ * least_kib to most_kib KiB, writes one byte at a random offset in each, then checks every
+ * byte and frees every block. Peak RSS (measured by the launcher) is the result: the bytes the
+ * program needs are `blocks` pages and the small blocks. */
 #include "memory_support.h"
 
 int main(int argc, char** argv) {
@@ -14,6 +17,7 @@ int main(int argc, char** argv) {
       {"blocks", 32768, 1, 1 << 22, "live blocks"},
       {"least_kib", 64, 1, 1 << 20, "smallest block, KiB"},
       {"most_kib", 512, 1, 1 << 20, "largest block, KiB"},
+      {"small_mib", 0, 0, 1 << 12, "MiB of 64-byte blocks allocated first"},
       {"seed", 1, 0, UINT64_MAX, "random sequence"},
   };
   const int n = PARAMETER_COUNT(p);
@@ -26,6 +30,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   struct random_state r = random_seeded(parameter(p, n, "seed"));
+
+  const uint64_t small_count = parameter(p, n, "small_mib") * (1024 * 1024 / 64);
+  unsigned char** small = checked_malloc((small_count + 1) * sizeof *small);
+  for (uint64_t i = 0; i < small_count; ++i) {
+    small[i] = checked_malloc(64);
+    small[i][0] = (unsigned char)i;
+  }
 
   unsigned char** block = checked_malloc(blocks * sizeof *block);
   size_t* offset = checked_malloc(blocks * sizeof *offset);
@@ -43,6 +54,11 @@ int main(int argc, char** argv) {
       fail("block %llu: byte at %zu changed", (unsigned long long)i, offset[i]);
     free(block[i]);
   }
+  for (uint64_t i = 0; i < small_count; ++i) {
+    if (small[i][0] != (unsigned char)i) fail("small block %llu changed", (unsigned long long)i);
+    free(small[i]);
+  }
+  free(small);
   free(offset);
   free(block);
   printf("blocks %llu reserved_mib %.1f resident_kib_with_all_live %llu\n",

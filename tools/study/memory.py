@@ -9,6 +9,9 @@ shuffled from the seed and the round, each started through measure_run
 
   sparse          sparse_blocks: 32,768 live blocks of 64-512 KiB, one byte touched in each
                   (--quick: 4,096)
+  sparse-beside-small  sparse_blocks: 8,192 live blocks of 8-16 KiB, one byte touched in
+                  each, after 16 MiB of 64-byte blocks (--quick: 2,048 after 10 MiB): where
+                  an allocator that backs a large heap's blocks ahead of use would back them
   burst           burst_then_small: 200 MB in blocks of 4-256 KiB, all freed, then small
                   malloc/free calls for decay + 3 s, its resident size sampled every 100 ms
   burst-idle      the same, sleeping after the burst; pagemalloc with background_thread:true
@@ -20,7 +23,8 @@ the shorter decay keeps the study short, and the criterion is relative to it), a
 defaults everywhere else; the peers always with theirs.
 
 The criteria (the medians over the rounds that succeeded):
-  sparse        pagemalloc's peak RSS <= 1.3 x the smaller of glibc's and tcmalloc's
+  sparse        pagemalloc's peak RSS <= 1.3 x the smaller of glibc's and tcmalloc's (each
+                of the two sparse programs)
   burst         resident <= half the burst (100 MiB) at the first sample decay + 3 s after the
                 burst was freed, while the small calls go on
   burst-idle    resident <= 10% of the burst (20 MiB) at the same time, with
@@ -68,6 +72,11 @@ BURST_SECONDS = (DECAY_MS + 3000) // 1000 + 1
 PROGRAMS = [
     Program("sparse", "sparse_blocks", [], ["blocks=4096"], "sparse",
             "32,768 live blocks of 64-512 KiB, one byte touched in each"),
+    Program("sparse-beside-small", "sparse_blocks",
+            ["blocks=8192", "least_kib=8", "most_kib=16", "small_mib=16"],
+            ["blocks=2048", "least_kib=8", "most_kib=16", "small_mib=10"], "sparse",
+            "8,192 live blocks of 8-16 KiB, one byte touched in each, beside 16 MiB of "
+            "64-byte blocks"),
     Program("burst", "burst_then_small",
             [f"burst_mib={BURST_MIB}", f"seconds={BURST_SECONDS}"], [], "burst",
             f"{BURST_MIB} MB allocated and freed, then {BURST_SECONDS} s of small calls",
@@ -260,24 +269,28 @@ def report(info, data):
              for name, entry in data["programs"].items()}
     criteria, sections = {}, []
 
-    # Sparse large blocks.
-    sparse = table["sparse"]
-    reference = min((sparse[a]["maxrss_mib"] for a in ("glibc", "tcmalloc")
-                     if sparse[a]["maxrss_mib"] is not None), default=None)
-    r = None if sparse["pagemalloc"]["failed"] else ratio(sparse["pagemalloc"]["maxrss_mib"],
-                                                          reference)
-    criteria["sparse"] = {"ratio": r, "limit": SPARSE_LIMIT,
+    # Sparse blocks: large ones alone, and smaller ones beside a heap of small blocks.
+    for name, heading in (("sparse", "Sparse large blocks"),
+                          ("sparse-beside-small", "Sparse blocks beside small ones")):
+        if name not in table:
+            continue
+        sparse = table[name]
+        reference = min((sparse[a]["maxrss_mib"] for a in ("glibc", "tcmalloc")
+                         if sparse[a]["maxrss_mib"] is not None), default=None)
+        r = None if sparse["pagemalloc"]["failed"] else ratio(sparse["pagemalloc"]["maxrss_mib"],
+                                                              reference)
+        criteria[name] = {"ratio": r, "limit": SPARSE_LIMIT,
                           "passed": r is not None and r <= SPARSE_LIMIT,
                           "text": "peak RSS / min(glibc, tcmalloc)"}
-    rows = [[a, fmt_mib(sparse[a]["maxrss_mib"]), fmt_mib(sparse[a]["wall_s"], 2),
-             fmt_ratio(ratio(sparse[a]["maxrss_mib"], reference)), str(sparse[a]["failed"])]
-            for a in ALLOCATORS]
-    entry = data["programs"]["sparse"]
-    sections += ["## Sparse large blocks", "",
-                 f"{entry['title']} (`{' '.join([entry['binary'], *entry['arguments']])}`); "
-                 f"transparent huge pages: `{data['huge_pages']}`.", "",
-                 markdown_table(["allocator", "peak RSS MiB", "wall s",
-                                 "RSS / min(glibc, tcmalloc)", "failed rounds"], rows), ""]
+        rows = [[a, fmt_mib(sparse[a]["maxrss_mib"]), fmt_mib(sparse[a]["wall_s"], 2),
+                 fmt_ratio(ratio(sparse[a]["maxrss_mib"], reference)), str(sparse[a]["failed"])]
+                for a in ALLOCATORS]
+        entry = data["programs"][name]
+        sections += [f"## {heading}", "",
+                     f"{entry['title']} (`{' '.join([entry['binary'], *entry['arguments']])}`); "
+                     f"transparent huge pages: `{data['huge_pages']}`.", "",
+                     markdown_table(["allocator", "peak RSS MiB", "wall s",
+                                     "RSS / min(glibc, tcmalloc)", "failed rounds"], rows), ""]
 
     # The bursts.
     burst_rows = []
