@@ -67,6 +67,15 @@ class Populate : public ::testing::Test {
   void fill_slabs(std::size_t bytes) {
     for (std::size_t i = 0; i < bytes / 64; ++i) *static_cast<char*>(alloc(64)) = 1;
   }
+  // The bytes populated by the first block of 2 KiB in the arena, after slabs of `slab_bytes`,
+  // with the option `on` or off.
+  std::size_t populated_by_a_small_region(long on, std::size_t slab_bytes) {
+    set_populate(on);
+    fill_slabs(slab_bytes);
+    const std::size_t before = populated();
+    alloc(kSmallRegion);
+    return populated() - before;
+  }
   long saved_ = 1;
   unsigned arena_ = 0;
 };
@@ -74,27 +83,15 @@ class Populate : public ::testing::Test {
 TEST_F(Populate, IsOnByDefault) { EXPECT_TRUE(pagemalloc::Options{}.populate.load()); }
 
 TEST_F(Populate, AFreshSlabOfSmallRegionsIsPopulatedOnceTheArenaHoldsEnoughSlabs) {
-  set_populate(1);
-  fill_slabs(kAboveThreshold);
-  const std::size_t before = populated();
-  alloc(kSmallRegion);
-  EXPECT_EQ(populated() - before, kSmallRegionSlabBytes);
+  EXPECT_EQ(populated_by_a_small_region(1, kAboveThreshold), kSmallRegionSlabBytes);
 }
 
 TEST_F(Populate, NotBeforeTheArenaHoldsEnoughSlabs) {
-  set_populate(1);
-  fill_slabs(kBelowThreshold);
-  const std::size_t before = populated();
-  alloc(kSmallRegion);
-  EXPECT_EQ(populated() - before, 0u);
+  EXPECT_EQ(populated_by_a_small_region(1, kBelowThreshold), 0u);
 }
 
 TEST_F(Populate, NotWhenTheOptionIsOff) {
-  set_populate(0);
-  fill_slabs(kAboveThreshold);
-  const std::size_t before = populated();
-  alloc(kSmallRegion);
-  EXPECT_EQ(populated() - before, 0u);
+  EXPECT_EQ(populated_by_a_small_region(0, kAboveThreshold), 0u);
 }
 
 // A block of 16 KiB (a slab of four, 16 pages), not touched: its pages after the first (the
