@@ -716,6 +716,27 @@ TEST_F(CheckedMisuseDeathTest, InteriorPointerOfLargeAndHugeBlocksAborts) {
       "pagemalloc: pm_free\\(0x[0-9a-f]+\\): not the start of a block");
 }
 
+// The arena's chunk is a granule of the freed huge block, taken as it is: the block's words
+// where the chunk's page map now lies, each one a slab page's entry (page_map.h: kind 5, a
+// descriptor that points nowhere, class 0), do not make a pointer into the chunk's free pages
+// look like a block.
+TEST_F(CheckedMisuseDeathTest, PointerIntoTheFreePagesOfAChunkTakenFromAFreedHugeBlockAborts) {
+  EXPECT_DEATH(
+      {
+        turn_checks_on();
+        const unsigned arena = pm_arena_create();
+        void* huge = pm_mallocx(8 * MiB, PM_ARENA(arena));
+        auto* words = static_cast<std::uint64_t*>(huge);
+        for (std::size_t i = 0; i < 8 * MiB / sizeof(std::uint64_t); ++i)
+          words[i] = 0x8000'1234'5678'9005u;
+        pm_dallocx(huge, PM_ARENA(arena));
+        auto* p = static_cast<char*>(pm_mallocx(100 * KiB, PM_ARENA(arena)));
+        if (p < static_cast<char*>(huge) || p >= static_cast<char*>(huge) + 8 * MiB) abort();
+        pm_free(p + 512 * KiB);
+      },
+      "pagemalloc: pm_free\\(0x[0-9a-f]+\\): not the start of a block");
+}
+
 TEST_F(CheckedMisuseDeathTest, InteriorPointerToDallocxAborts) {
   EXPECT_DEATH(
       {

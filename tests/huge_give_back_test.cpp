@@ -1,16 +1,21 @@
 // Free pages are not kept on one side while the other maps more (huge.h): before an arena
-// maps a chunk, the huge blocks' manager beside it unmaps as many bytes of the free extents it
-// caches (chunk_pal.h); after the manager maps more, the arena purges as many bytes of its
-// oldest free pages (a wholly free chunk goes back to the OS). Each
+// maps a chunk, it takes one from the free extents the huge blocks' manager beside it caches,
+// pages resident as they are (chunk_pal.h); after the manager maps more, the arena purges as
+// many bytes of its oldest free pages (a wholly free chunk goes back to the OS). Each
 // test runs in an explicit arena of its own (its own huge blocks' manager and chunks), with
 // the decay switched off, so that only these can unmap; the arena's `mapped` tells what the
 // OS holds for it.
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "build_config.h"
+#include "heap.h"
 #include "pagemalloc/pagemalloc.h"
 
 namespace {
@@ -68,13 +73,13 @@ TEST_F(HugeGiveBack, AHugeBlockThatNoExtentFitsLeavesTheCacheAlone) {
   release(big);
 }
 
-TEST_F(HugeGiveBack, NewChunksForSmallerBlocksUnmapTheCacheFirst) {
+TEST_F(HugeGiveBack, NewChunksForSmallerBlocksAreTakenFromTheCacheFirst) {
   release(alloc(8 * kMiB));
   const std::size_t cached = mapped();
   // Six runs of 1.5 MiB: one per 2 MiB chunk, 12 MiB of chunks in all.
   void* runs[6];
   for (void*& p : runs) p = alloc(3 * kMiB / 2);
-  // Without the give-back the arena would map 12 MiB more; with it, 12 - 8 = 4 MiB.
+  // Without the cache's chunks the arena would map 12 MiB more; with them, 12 - 8 = 4 MiB.
   EXPECT_LE(mapped(), cached + 4 * kMiB + kMiB);
   for (void* p : runs) release(p);
 }
@@ -93,6 +98,44 @@ TEST_F(HugeGiveBack, OnlyWhatIsNeededLeavesTheCache) {
   EXPECT_LE(mapped(), cached + kMiB);
   release(big);
   release(run);
+}
+
+// The arena's chunks are the extent's granules, taken with the bytes the huge block left in
+// them: what the arena hands out as zeroed reads zero all the same, and the arena's and the
+// huge blocks' records agree throughout.
+TEST_F(HugeGiveBack, ChunksTakenFromTheCacheKeepTheirPagesAndStillGiveZeroedBlocks) {
+  auto* extent = static_cast<std::byte*>(alloc(8 * kMiB));  // every byte 0x5a
+  ASSERT_NE(extent, nullptr);
+  release(extent);
+  const std::size_t cached = mapped();
+  auto within_extent = [&](const void* p) {
+    const auto* b = static_cast<const std::byte*>(p);
+    return b >= extent && b < extent + 8 * kMiB;
+  };
+  auto reads_zero = [](const void* p, std::size_t bytes) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (std::size_t i = 0; i < bytes; ++i)
+      if (b[i] != 0) return false;
+    return true;
+  };
+  // Small blocks and runs of a page to 256 KiB, 4 MiB in all: more than one chunk's worth.
+  std::vector<std::pair<void*, std::size_t>> blocks;
+  std::set<std::uintptr_t> chunks;
+  for (std::size_t size = 16; blocks.size() < 120; size = size >= 256 * 1024 ? 16 : size * 2) {
+    void* p = pm_mallocx(size, PM_ARENA(arena_) | PM_ZERO);
+    ASSERT_NE(p, nullptr);
+    EXPECT_TRUE(within_extent(p)) << size;
+    EXPECT_TRUE(reads_zero(p, size)) << size;
+    std::memset(p, 0xa5, size);
+    blocks.emplace_back(p, size);
+    chunks.insert(reinterpret_cast<std::uintptr_t>(p) & ~(pagemalloc::kChunkSize - 1));
+  }
+  EXPECT_GE(chunks.size(), 2u);
+  EXPECT_EQ(pagemalloc::heap().check_invariants(), nullptr);
+  // Taken, not mapped: only the run manager's records are new.
+  EXPECT_LE(mapped(), cached + 3 * 64 * 1024);
+  for (auto [p, size] : blocks) release(p);
+  EXPECT_EQ(pagemalloc::heap().check_invariants(), nullptr);
 }
 
 TEST_F(HugeGiveBack, AHugeBlockMappedAnewHasTheArenaPurgeItsOldestFreePages) {
@@ -143,7 +186,7 @@ class HugeGiveBackAutomatic : public ::testing::Test {
   long saved_decay_ = 0;
 };
 
-TEST_F(HugeGiveBackAutomatic, NewChunksUnmapTheSharedCacheFirst) {
+TEST_F(HugeGiveBackAutomatic, NewChunksAreTakenFromTheSharedCacheFirst) {
   pm_free(alloc(8 * kMiB));
   const std::size_t cached = mapped();
   void* runs[6];

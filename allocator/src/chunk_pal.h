@@ -1,9 +1,10 @@
 // The OS layer an arena's run manager uses: the Config's (Linux mmap), plus a record in the
 // address map of every chunk it reserves, so that free() can tell an arena's pointer from a
 // foreign one (and find its arena), and a list of them, so that a reset can walk them all.
-// Before a chunk is mapped, the huge blocks' manager beside the arena (if it has one) unmaps
-// as many bytes of the free extents it caches (huge.h), so that a program whose memory moves
-// from huge blocks to small ones does not keep both. Each chunk it maps gets the huge-page
+// Before a chunk is mapped, the huge blocks' manager beside the arena (if it has one) hands
+// over a granule of the free extents it caches, pages resident as they are (huge.h,
+// take_used_chunk), so that a program whose memory moves from huge blocks to small ones
+// neither keeps both nor faults the pages in again. Each chunk it maps or takes gets the huge-page
 // advice the thp option asks for (config.h), which under thp:auto depends on how densely the
 // chunk will be used: the arena says, before each run it asks for, whether the run is a slab
 // or a large run among as many pages of slabs (dense), or a large run that may be touched at
@@ -44,26 +45,12 @@ class Allocator<Config>::ChunkPal {
 
   // Requires: bytes == align == kChunkSize (the run managers reserve whole chunks only).
   void* reserve(std::size_t bytes, std::size_t align) {
-    if (huge_ != nullptr) huge_->give_back(bytes);
-    void* p = os_.reserve(bytes, align);
-    if (p == nullptr) return nullptr;
-    advise_huge_pages(p, bytes, chunks_.all().size());
-    if (!chunks_.add(static_cast<std::byte*>(p))) {
-      os_.release(p, bytes);
-      return nullptr;
-    }
-    if (!address_map().set(p, AddressMap::tag(arena_, AddressMap::kArenaChunk))) {
-      chunks_.remove(static_cast<std::byte*>(p));
-      os_.release(p, bytes);
-      return nullptr;
-    }
-    if (!validated_.insert(static_cast<std::byte*>(p))) {
-      address_map().set(p, 0);
-      chunks_.remove(static_cast<std::byte*>(p));
-      os_.release(p, bytes);
-      return nullptr;
-    }
-    return p;
+    return adopt(os_.reserve(bytes, align), bytes, /*fresh=*/true);
+  }
+  // A free granule of the huge blocks' manager beside the arena, its pages as they are
+  // (ReusesChunks, pal.h); nullptr if it caches none.
+  void* take_used_chunk() {
+    return huge_ == nullptr ? nullptr : adopt(huge_->take_chunk(), kChunkSize, /*fresh=*/false);
   }
   void release(void* p, std::size_t bytes) {
     validated_.erase(static_cast<std::byte*>(p));
@@ -101,11 +88,11 @@ class Allocator<Config>::ChunkPal {
   // arenas after the first: automatic_arenas.h). Nor, once what fresh huge pages cost exceeds
   // its budget (huge_page_budget.h), does any chunk until the budget allows one again.
   static constexpr std::size_t kSmallPageChunks = 4;
-  void advise_huge_pages(void* p, std::size_t bytes, std::size_t chunks_before) const {
+  void advise_huge_pages(void* p, std::size_t bytes, std::size_t chunks_before, bool fresh) const {
     switch (options().thp.load(std::memory_order_relaxed)) {
       case HugePages::Auto:
         if (huge_pages_under_auto_ && chunks_before >= kSmallPageChunks && use_ == ChunkUse::Dense)
-          return advise_within_budget(p, bytes);
+          return advise_within_budget(p, bytes, fresh);
         return LinuxPal::avoid_huge_pages(p, bytes);
       case HugePages::Always:
         if (chunks_before != 0) LinuxPal::prefer_huge_pages(p, bytes);
@@ -115,19 +102,44 @@ class Allocator<Config>::ChunkPal {
     }
   }
 
-  // MADV_HUGEPAGE if the budget allows it, and the chunk's first touch timed and charged: the
-  // run manager writes the chunk's header there next, so the fault is one it would take anyway
-  // (a zero written over the mapping's zero changes nothing).
-  static void advise_within_budget(void* p, std::size_t bytes) {
+  // MADV_HUGEPAGE if the budget allows it, and a fresh chunk's first touch timed and charged:
+  // the run manager writes the chunk's header there next, so the fault is one it would take
+  // anyway (a zero written over the mapping's zero changes nothing). A used chunk's pages are
+  // resident already: nothing to time.
+  static void advise_within_budget(void* p, std::size_t bytes, bool fresh) {
     HugePageBudget& budget = g_huge_page_budget;
     if (!budget.allows(now_ns(), options().thp_budget.load(std::memory_order_relaxed))) {
       budget.count_refusal();
       return LinuxPal::avoid_huge_pages(p, bytes);
     }
     LinuxPal::prefer_huge_pages(p, bytes);
+    if (!fresh) return;
     const std::uint64_t before = now_ns();
     *static_cast<volatile std::byte*>(p) = std::byte{0};
     budget.charge(now_ns() - before);
+  }
+
+  // Advises and records a chunk just mapped (fresh) or taken used (unmapped again if it cannot
+  // be recorded).
+  void* adopt(void* p, std::size_t bytes, bool fresh) {
+    if (p == nullptr) return nullptr;
+    advise_huge_pages(p, bytes, chunks_.all().size(), fresh);
+    if (!chunks_.add(static_cast<std::byte*>(p))) {
+      os_.release(p, bytes);
+      return nullptr;
+    }
+    if (!address_map().set(p, AddressMap::tag(arena_, AddressMap::kArenaChunk))) {
+      chunks_.remove(static_cast<std::byte*>(p));
+      os_.release(p, bytes);
+      return nullptr;
+    }
+    if (!validated_.insert(static_cast<std::byte*>(p))) {
+      address_map().set(p, 0);
+      chunks_.remove(static_cast<std::byte*>(p));
+      os_.release(p, bytes);
+      return nullptr;
+    }
+    return p;
   }
 
   const void* arena_;
@@ -141,6 +153,6 @@ class Allocator<Config>::ChunkPal {
 
 // The build's.
 using ChunkPal = Allocator<BuildConfig>::ChunkPal;
-static_assert(Pal<ChunkPal>);
+static_assert(ReusesChunks<ChunkPal>);
 
 }  // namespace pagemalloc

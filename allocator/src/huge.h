@@ -8,9 +8,10 @@
 // were unused but not reclaimed"). When nothing follows, mremap extends the mapping in place,
 // or moves its pages to a new address without copying them.
 //
-// Free pages are not kept on one side while the other side maps more. Before an arena beside
-// the manager maps a chunk, as many bytes of free extents, the oldest first, are unmapped
-// (give_back). After the manager maps more (a new extent, a mapping grown or moved), the
+// Free pages are not kept on one side while the other side maps more. An arena beside the
+// manager that needs a chunk takes the first granule of the oldest free extent as it is,
+// mapped and resident (take_chunk), before it maps a fresh one: its pages are not faulted in
+// again. After the manager maps more (a new extent, a mapping grown or moved), the
 // arenas beside it purge as many bytes of their oldest free pages (Neighbours). A program whose
 // memory moves between huge blocks and smaller ones reuses the pages it freed instead of adding
 // new ones to them (jq, lua and python drop 8 to 20 MB of peak RSS). A huge block that no free
@@ -107,10 +108,10 @@ class Allocator<Config>::HugeManager {
   void purge_all();
   // As Arena::advance_decay: unmaps what has been free for decay_ms.
   void advance_decay(bool wait);
-  // Unmaps free extents, the oldest first (and of the last one only its first granules),
-  // until `bytes` are unmapped or none is left: called before an arena beside it maps `bytes`
-  // more (chunk_pal.h). Returns the bytes unmapped.
-  std::size_t give_back(std::size_t bytes);
+  // Takes the first granule (kChunkSize bytes) of the oldest free extent off the manager, its
+  // pages as they are, for an arena beside it to use as a chunk (chunk_pal.h); nullptr if no
+  // extent is free.
+  void* take_chunk();
   HugeStats stats();
   // The live and free lists against the address map and the counts (heap_invariants_impl.h):
   // nullptr, or what is broken.

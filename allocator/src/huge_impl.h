@@ -306,30 +306,24 @@ void Allocator<Config>::HugeManager::purge(std::uint64_t min_age_ms) {
 }
 
 template <class Config>
-std::size_t Allocator<Config>::HugeManager::give_back(std::size_t bytes) {
+void* Allocator<Config>::HugeManager::take_chunk() {
   LockGuard guard(lock_);
-  std::size_t given = 0;
-  while (given < bytes) {
-    HugeExtent* e = free_.front();
-    if (e == nullptr) break;
-    const std::size_t want = huge_detail::round_up(bytes - given, kChunkSize);
-    if (want >= e->reserved) {
-      given += e->reserved;
-      unmap_free(e);
-      continue;
-    }
-    // Only the extent's first granules: the rest stays cached, under the same record.
+  HugeExtent* e = free_.front();
+  if (e == nullptr) return nullptr;
+  std::byte* chunk = e->base;
+  if (e->reserved == kChunkSize) {
+    free_.remove(e);
     unpublish(e);
-    os_.release(e->base, want);
-    e->base += want;
-    e->reserved -= want;
+    records_.release(e);
+  } else {  // the rest stays free, under the same record and in the same place
+    unpublish(e);
+    e->base += kChunkSize;
+    e->reserved -= kChunkSize;
     publish(e);
-    cached_ -= want;
-    mapped_ -= want;
-    purged_ += want;
-    given += want;
   }
-  return given;
+  cached_ -= kChunkSize;
+  mapped_ -= kChunkSize;
+  return chunk;
 }
 
 template <class Config>

@@ -158,8 +158,8 @@ typedef struct pm_stats {
   size_t grown_in_place; /* reallocations that grew a block without moving it */
   size_t moved;          /* reallocations that moved a block (by copy or by remapping) */
   size_t purged;         /* bytes of free pages returned to the OS since start: by the decay,
-                          * by pm_purge, and to make room where other memory became resident
-                          * (an arena's neighbours, the huge blocks' cache) */
+                          * by pm_purge, and by an arena to make room for a huge block
+                          * mapped beside it */
   size_t populated;      /* bytes of fresh pages faulted in ahead of their first touch, since
                           * start (the populate option) */
 } pm_stats;

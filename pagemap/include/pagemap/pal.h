@@ -8,6 +8,11 @@
 //   decommit(p, bytes)     drop the physical pages but keep the address space; the pages read
 //                          as zero afterwards
 //   grow(p, old, new)      extend a reservation in place; false when the space after is taken
+//
+// A Pal may also hand over chunks already mapped (ReusesChunks): take_used_chunk() returns a
+// chunk-sized, chunk-aligned reservation whose pages may hold old data (a huge block's freed
+// pages, still resident), or nullptr when it has none. The run manager asks for one before
+// it reserves a fresh chunk, and takes its pages as dirty.
 #pragma once
 
 #include <concepts>
@@ -22,6 +27,11 @@ concept Pal = requires(P& pal, void* p, std::size_t bytes) {
   { pal.commit(p, bytes) } -> std::same_as<bool>;
   { pal.decommit(p, bytes) } -> std::same_as<void>;
   { pal.grow(p, bytes, bytes) } -> std::same_as<bool>;
+};
+
+template <class P>
+concept ReusesChunks = Pal<P> && requires(P& pal) {
+  { pal.take_used_chunk() } -> std::same_as<void*>;
 };
 
 }  // namespace pagemalloc

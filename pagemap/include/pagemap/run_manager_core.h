@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <type_traits>
 
@@ -104,7 +105,13 @@ class RunManagerCore {
     // were used (dirty), so an unused one would stay until an alloc reused it.
     if (!records_.reserve(allocated_runs_ + 1 + chunk_count_) ||
         (!span.dirty && !pal_.commit(run.base(), n.bytes()))) {
-      if (new_chunk) release_chunk(span);
+      if (new_chunk) {
+        if (span.dirty) {  // a used chunk (add_chunk)
+          dirty_.remove(node);
+          dirty_pages_ = dirty_pages_ - span.pages;
+        }
+        release_chunk(span);
+      }
       return {Run{}, false};
     }
     carve(span, n);
@@ -375,12 +382,18 @@ class RunManagerCore {
     if (span.dirty) dirty_pages_ = dirty_pages_ - n;
   }
 
-  // The records a chunk needs (its own, and one more free run's) are reserved first.
+  // The records a chunk needs (its own, and one more free run's) are reserved first. A chunk
+  // the Pal hands over used (ReusesChunks) is one free run of dirty pages, on the dirty list
+  // as if just freed; its page map is cleared first, to read as a fresh chunk's.
   bool add_chunk() {
     if (!records_.reserve(allocated_runs_ + chunk_count_ + 1) ||
         !chunk_records_.reserve(chunk_count_ + 1))
       return false;
-    auto* chunk = static_cast<std::byte*>(pal_.reserve(kChunkSize, kChunkSize));
+    std::byte* chunk = nullptr;
+    if constexpr (ReusesChunks<P>) chunk = static_cast<std::byte*>(pal_.take_used_chunk());
+    const bool used = chunk != nullptr;
+    if (used) std::memset(chunk, 0, Layout::kHeaderPages.bytes());
+    else chunk = static_cast<std::byte*>(pal_.reserve(kChunkSize, kChunkSize));
     if (chunk == nullptr) return false;
     ChunkInfo* info = chunk_records_.take();
     info->chunk = chunk;
@@ -389,7 +402,8 @@ class RunManagerCore {
     ++chunk_count_;
     counters_.chunk_added();
     free_pages_ = free_pages_ + Layout::kUsablePages;
-    attach(FreeSpan{chunk, Layout::kFirstRunPage, Layout::kUsablePages, false, records_.take()},
+    if (used) dirty_pages_ = dirty_pages_ + Layout::kUsablePages;
+    attach(FreeSpan{chunk, Layout::kFirstRunPage, Layout::kUsablePages, used, records_.take()},
            now_ms_);
     return true;
   }
