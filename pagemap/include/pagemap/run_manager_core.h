@@ -14,7 +14,8 @@
 // The core splits and coalesces, writes the boundary tags (page_map.h), keeps free runs
 // that may hold dirty pages on a list ordered by the time they were freed, and purges from
 // its old end: a run free for longer than the decay has its pages returned to the OS, and a
-// chunk that is wholly free and purged is released. Freed runs are always taken as dirty.
+// chunk that is wholly free and purged is released. Freed runs are always taken as dirty, and
+// so is a chunk the Pal hands over used (ReusesChunks, pal.h).
 //
 // Records live outside the chunks, in pools (record_pool.h): one per free run (its index
 // links, its place on the dirty list, the run's address), found from the run's first and last
