@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "address_map.h"
+#include "clear_block.h"
 #include "config.h"
 #include "decay.h"
 #include "diagnostics.h"
@@ -133,7 +134,7 @@ void* Allocator<Config>::Heap::allocate_from(const Source& source, std::size_t s
     case BlockKind::Invalid: break;
   }
   if (p == nullptr) return heap_detail::out_of_memory();
-  if (zero && !zeroed) std::memset(p, 0, where.usable);
+  if (zero && !zeroed) clear_block(p, where.usable);
   if (zeroed && will_write >= kPopulateCopyBytes) populate_pages(p, will_write & ~(kPageSize - 1));
   return p;
 }
@@ -339,8 +340,7 @@ void* Allocator<Config>::Heap::reallocate(void* p, std::size_t size, std::size_t
   if (want.kind == BlockKind::Invalid) return heap_detail::out_of_memory();
   auto* bytes = static_cast<std::byte*>(p);
   auto zero_grown = [&](std::size_t new_usable) {
-    if (zero && new_usable > old.usable)
-      std::memset(bytes + old.usable, 0, new_usable - old.usable);
+    if (zero && new_usable > old.usable) clear_block(bytes + old.usable, new_usable - old.usable);
   };
   if (heap_detail::is_aligned(p, align) && want.kind == old.kind) {
     switch (old.kind) {
@@ -434,7 +434,7 @@ std::size_t Allocator<Config>::Heap::resize_in_place(void* p, std::size_t size, 
   }
   if (result > old.usable) {
     grown_in_place_.fetch_add(1, std::memory_order_relaxed);
-    if (zero) std::memset(static_cast<std::byte*>(p) + old.usable, 0, result - old.usable);
+    if (zero) clear_block(static_cast<std::byte*>(p) + old.usable, result - old.usable);
   }
   return result;
 }

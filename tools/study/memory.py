@@ -12,6 +12,10 @@ shuffled from the seed and the round, each started through measure_run
   sparse-beside-small  sparse_blocks: 8,192 live blocks of 8-16 KiB, one byte touched in
                   each, after 16 MiB of 64-byte blocks (--quick: 2,048 after 10 MiB): where
                   an allocator that backs a large heap's blocks ahead of use would back them
+  calloc-after-sparse  calloc_after_sparse: a 64 MiB block touched at one byte per 64 pages
+                  and freed, then 256 calloc'd blocks of 256 KiB touched at one byte each: where
+                  an allocator that keeps the freed pages and clears them would make them
+                  resident
   burst           burst_then_small: 200 MB in blocks of 4-256 KiB, all freed, then small
                   malloc/free calls for decay + 3 s, its resident size sampled every 100 ms
   burst-idle      the same, sleeping after the burst; pagemalloc with background_thread:true
@@ -24,7 +28,7 @@ defaults everywhere else; the peers always with theirs.
 
 The criteria (the medians over the rounds that succeeded):
   sparse        pagemalloc's peak RSS <= 1.3 x the smaller of glibc's and tcmalloc's (each
-                of the two sparse programs)
+                of the three sparse programs)
   burst         resident <= half the burst (100 MiB) at the first sample decay + 3 s after the
                 burst was freed, while the small calls go on
   burst-idle    resident <= 10% of the burst (20 MiB) at the same time, with
@@ -47,8 +51,8 @@ from common import (PAPERS, RESULTS, fmt_ratio, geomean, log, machine_line, mark
 
 PAPER = PAPERS / "memory"
 ALLOCATORS = PEERS + ["pagemalloc"]
-PROGRAM_TARGETS = ["sparse_blocks", "burst_then_small", "cfrac_like", "espresso_like",
-                   "glibc_simple", "mleak", "mstress", "empty"]
+PROGRAM_TARGETS = ["sparse_blocks", "calloc_after_sparse", "burst_then_small", "cfrac_like",
+                   "espresso_like", "glibc_simple", "mleak", "mstress", "empty"]
 TARGETS = PROGRAM_TARGETS + ["measure_run"]
 TIMEOUT_SECONDS = 120
 DECAY_MS = 2000
@@ -77,6 +81,9 @@ PROGRAMS = [
             ["blocks=2048", "least_kib=8", "most_kib=16", "small_mib=10"], "sparse",
             "8,192 live blocks of 8-16 KiB, one byte touched in each, beside 16 MiB of "
             "64-byte blocks"),
+    Program("calloc-after-sparse", "calloc_after_sparse", [], [], "sparse",
+            "a 64 MiB block touched at one byte per 64 pages and freed, then 256 calloc'd "
+            "blocks of 256 KiB touched at one byte each"),
     Program("burst", "burst_then_small",
             [f"burst_mib={BURST_MIB}", f"seconds={BURST_SECONDS}"], [], "burst",
             f"{BURST_MIB} MB allocated and freed, then {BURST_SECONDS} s of small calls",
@@ -271,7 +278,8 @@ def report(info, data):
 
     # Sparse blocks: large ones alone, and smaller ones beside a heap of small blocks.
     for name, heading in (("sparse", "Sparse large blocks"),
-                          ("sparse-beside-small", "Sparse blocks beside small ones")):
+                          ("sparse-beside-small", "Sparse blocks beside small ones"),
+                          ("calloc-after-sparse", "Zeroed blocks after a sparsely touched one")):
         if name not in table:
             continue
         sparse = table[name]

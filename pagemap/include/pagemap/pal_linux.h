@@ -38,7 +38,12 @@ class LinuxPal {
   // Linux gives decommitted (MADV_DONTNEED) pages back, zero-filled, on first touch.
   bool commit(void*, std::size_t) { return true; }
 
-  void decommit(void* p, std::size_t bytes) { ::madvise(p, bytes, MADV_DONTNEED); }
+  void decommit(void* p, std::size_t bytes) { drop_pages(p, bytes); }
+  // The same, saying whether the kernel did it: the pages then read zero at their next touch,
+  // whatever they held (resident, swapped out or never touched).
+  static bool drop_pages(void* p, std::size_t bytes) {
+    return ::madvise(p, bytes, MADV_DONTNEED) == 0;
+  }
 
   // Hints, not part of the Pal concept: ask the kernel to back [p, p+bytes) with transparent
   // huge pages at first touch (MADV_HUGEPAGE), or never to (MADV_NOHUGEPAGE). A kernel
@@ -49,6 +54,13 @@ class LinuxPal {
   // (errno EINVAL) from a kernel without it.
   static bool populate(void* p, std::size_t bytes) {
     return ::madvise(p, bytes, MADV_POPULATE_WRITE) == 0;
+  }
+
+  // Which of the pages of [p, p+bytes) are resident: bit 0 of vec[i] for the i-th page
+  // (mincore). p is page-aligned; vec holds one byte per page. False if the kernel refuses.
+  // A page swapped out reads as not resident, though it still holds its bytes.
+  static bool resident_pages(void* p, std::size_t bytes, unsigned char* vec) {
+    return ::mincore(p, bytes, vec) == 0;
   }
 
   bool grow(void* p, std::size_t old_bytes, std::size_t new_bytes) {
