@@ -21,6 +21,10 @@
 namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
+// Sizes that count chunks are in chunks (2 MiB, or 1 MiB in the 2008 designs): a run of three
+// quarters of one takes a chunk of its own, and a block of several is huge.
+constexpr std::size_t kChunk = pagemalloc::kChunkSize;
+constexpr std::size_t kRun = 3 * kChunk / 4;
 
 class HugeGiveBack : public ::testing::Test {
  protected:
@@ -74,28 +78,28 @@ TEST_F(HugeGiveBack, AHugeBlockThatNoExtentFitsLeavesTheCacheAlone) {
 }
 
 TEST_F(HugeGiveBack, NewChunksForSmallerBlocksAreTakenFromTheCacheFirst) {
-  release(alloc(8 * kMiB));
+  release(alloc(4 * kChunk));
   const std::size_t cached = mapped();
-  // Six runs of 1.5 MiB: one per 2 MiB chunk, 12 MiB of chunks in all.
+  // Six runs, one per chunk.
   void* runs[6];
-  for (void*& p : runs) p = alloc(3 * kMiB / 2);
-  // Without the cache's chunks the arena would map 12 MiB more; with them, 12 - 8 = 4 MiB.
-  EXPECT_LE(mapped(), cached + 4 * kMiB + kMiB);
+  for (void*& p : runs) p = alloc(kRun);
+  // Without the cache's chunks the arena would map six chunks more; with them, 6 - 4 = 2.
+  EXPECT_LE(mapped(), cached + 2 * kChunk + kChunk / 2);
   for (void* p : runs) release(p);
 }
 
 TEST_F(HugeGiveBack, OnlyWhatIsNeededLeavesTheCache) {
-  release(alloc(16 * kMiB));
+  release(alloc(8 * kChunk));
   const std::size_t cached = mapped();
-  void* run = alloc(3 * kMiB / 2);  // one chunk: 2 MiB of the 16 go back
-  // The chunk's 2 MiB come out of the cache; the run manager's records (two first blocks of
+  void* run = alloc(kRun);  // one chunk of the 8 goes to the arena
+  // The chunk comes out of the cache; the run manager's records (two first blocks of
   // 64 KiB, record_pool.h; a third for the allocated runs' tree in a design that has it)
   // are mapped beside it.
   const std::size_t record_blocks = pagemalloc::BuildConfig::kAllocatedRunsTree ? 3 : 2;
   EXPECT_LE(mapped(), cached + record_blocks * 64 * 1024);
-  // The 14 MiB left are still cached: a block of 12 MiB is carved from them.
-  void* big = alloc(12 * kMiB);
-  EXPECT_LE(mapped(), cached + kMiB);
+  // The 7 chunks left are still cached: a block of 6 is carved from them.
+  void* big = alloc(6 * kChunk);
+  EXPECT_LE(mapped(), cached + kChunk / 2);
   release(big);
   release(run);
 }
@@ -140,23 +144,24 @@ TEST_F(HugeGiveBack, ChunksTakenFromTheCacheKeepTheirPagesAndStillGiveZeroedBloc
 }
 
 TEST_F(HugeGiveBack, AHugeBlockMappedAnewHasTheArenaPurgeItsOldestFreePages) {
-  void* runs[6];  // one 1.5 MiB run per 2 MiB chunk
-  for (void*& p : runs) p = alloc(3 * kMiB / 2);
+  void* runs[6];  // one run per chunk
+  for (void*& p : runs) p = alloc(kRun);
   for (void* p : runs) release(p);
   const std::size_t dirty = mapped();  // six wholly free chunks, dirty, still mapped
-  void* big = alloc(8 * kMiB);
-  // 8 MiB mapped, and at least 8 MiB of free pages purged: four of the chunks, released.
-  EXPECT_LE(mapped(), dirty + 8 * kMiB - 8 * kMiB + kMiB);
+  void* big = alloc(4 * kChunk);
+  // Four chunks' worth mapped, and as many bytes of free pages purged: four of the chunks,
+  // released.
+  EXPECT_LE(mapped(), dirty + kChunk / 2);
   release(big);
 }
 
 TEST_F(HugeGiveBack, AHugeBlockCarvedFromTheCacheLeavesTheArenaAlone) {
-  release(alloc(8 * kMiB));
+  release(alloc(4 * kChunk));
   void* runs[2];
-  for (void*& p : runs) p = alloc(3 * kMiB / 2);  // these two chunks take 4 of the 8 MiB
+  for (void*& p : runs) p = alloc(kRun);  // these two chunks take 2 of the 4
   for (void* p : runs) release(p);
   const std::size_t before = mapped();
-  void* fits = alloc(4 * kMiB);  // carved from the 4 MiB left: nothing mapped, nothing purged
+  void* fits = alloc(2 * kChunk);  // carved from the 2 left: nothing mapped, nothing purged
   EXPECT_EQ(mapped(), before);
   release(fits);
 }
@@ -188,21 +193,21 @@ class HugeGiveBackAutomatic : public ::testing::Test {
 };
 
 TEST_F(HugeGiveBackAutomatic, NewChunksAreTakenFromTheSharedCacheFirst) {
-  pm_free(alloc(8 * kMiB));
+  pm_free(alloc(4 * kChunk));
   const std::size_t cached = mapped();
   void* runs[6];
-  for (void*& p : runs) p = alloc(3 * kMiB / 2);
-  EXPECT_LE(mapped(), cached + 4 * kMiB + kMiB);
+  for (void*& p : runs) p = alloc(kRun);
+  EXPECT_LE(mapped(), cached + 2 * kChunk + kChunk / 2);
   for (void* p : runs) pm_free(p);
 }
 
 TEST_F(HugeGiveBackAutomatic, AHugeBlockMappedAnewHasTheArenasPurge) {
   void* runs[6];
-  for (void*& p : runs) p = alloc(3 * kMiB / 2);
+  for (void*& p : runs) p = alloc(kRun);
   for (void* p : runs) pm_free(p);
   const std::size_t dirty = mapped();
-  void* big = alloc(8 * kMiB);
-  EXPECT_LE(mapped(), dirty + kMiB);
+  void* big = alloc(4 * kChunk);
+  EXPECT_LE(mapped(), dirty + kChunk / 2);
   pm_free(big);
 }
 
