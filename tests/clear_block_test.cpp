@@ -16,20 +16,14 @@
 #include "clear_block.h"
 #include "pagemalloc/pagemalloc.h"
 #include "pagemap/pages.h"
+#include "resident_pages.h"
 
 namespace {
 
 constexpr std::size_t kPage = pagemalloc::kPageSize;
 constexpr std::size_t kWindow = pagemalloc::kClearWindowPages;
 
-// How many of the `pages` pages from page-aligned p are resident.
-std::size_t resident_pages(const void* p, std::size_t pages) {
-  std::vector<unsigned char> in_core(pages);
-  EXPECT_EQ(::mincore(const_cast<void*>(p), pages * kPage, in_core.data()), 0);
-  std::size_t resident = 0;
-  for (unsigned char c : in_core) resident += c & 1;
-  return resident;
-}
+using pagemalloc::test::resident_pages;
 
 bool reads_zero(const std::byte* p, std::size_t bytes) {
   for (std::size_t i = 0; i < bytes; ++i)

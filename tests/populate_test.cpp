@@ -15,6 +15,7 @@
 #include "pagemalloc/pagemalloc.h"
 #include "pagemap/pages.h"
 #include "populate.h"
+#include "resident_pages.h"
 #include "size_classes.h"
 
 namespace {
@@ -31,15 +32,7 @@ static_assert(kSmallRegionSlabBytes > kPage);
 constexpr std::size_t kAboveThreshold = (pagemalloc::kPopulateAfterSlabPages + 256) * kPage;
 constexpr std::size_t kBelowThreshold = pagemalloc::kPopulateAfterSlabPages / 2 * kPage;
 
-// How many of the `pages` pages from the one that holds p are resident.
-std::size_t resident_pages(const void* p, std::size_t pages) {
-  const auto first = reinterpret_cast<std::uintptr_t>(p) & ~(kPage - 1);
-  std::vector<unsigned char> in_core(pages);
-  EXPECT_EQ(::mincore(reinterpret_cast<void*>(first), pages * kPage, in_core.data()), 0);
-  std::size_t resident = 0;
-  for (unsigned char c : in_core) resident += c & 1;
-  return resident;
-}
+using pagemalloc::test::resident_pages;
 
 class Populate : public ::testing::Test {
  protected:
