@@ -38,8 +38,9 @@ python=/usr/bin/python3.11  # not a pyenv shim from PATH
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# The library must record: one traced run of /bin/true leaves a file.
-PAGEMALLOC_TRACE="$work/probe.%p.trace" LD_PRELOAD="$lib" /bin/true
+# The library must record: one traced run of a program that allocates leaves a file (a program
+# that never calls malloc, as /bin/true, never starts the heap, and records nothing).
+PAGEMALLOC_TRACE="$work/probe.%p.trace" LD_PRELOAD="$lib" "$python" -c pass
 if ! compgen -G "$work/probe.*.trace" >/dev/null; then
   echo "$lib records no trace: build it with -DPAGEMALLOC_TRACE_RUNS=ON" >&2
   exit 1
