@@ -32,7 +32,7 @@ class AddressMap {
   }
 
   // False when the leaf could not be mapped.
-  bool set(const void* address, std::uintptr_t value);
+  [[gnu::hot]] bool set(const void* address, std::uintptr_t value);
 
   static std::uintptr_t tag(const void* owner, Tag t) {
     return reinterpret_cast<std::uintptr_t>(owner) | t;

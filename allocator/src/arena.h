@@ -175,9 +175,9 @@ class Allocator<Config>::Arena {
   // Up to n regions of one class into out (a thread cache's refill); returns how many. Those
   // cut from slabs come last, highest address first, so that a stack popped from its top hands
   // them out in ascending order.
-  unsigned alloc_batch(unsigned size_class, void** out, unsigned n);
+  [[gnu::hot]] unsigned alloc_batch(unsigned size_class, void** out, unsigned n);
   // Frees n small regions (a thread cache's flush) under one lock.
-  void free_batch(void* const* regions, unsigned n, const char* call);
+  [[gnu::hot]] void free_batch(void* const* regions, unsigned n, const char* call);
   // Frees n small regions of one class from a thread whose cache belongs to another arena,
   // without waiting for the arena's lock: to its stash if the lock is free, else to the
   // class's inbox, taken by the next refill of that class, which hands them out first. The
@@ -186,7 +186,7 @@ class Allocator<Config>::Arena {
   // collects it if the lock is free, so that it stays bounded when the arena's own threads
   // stop allocating that class. Regions of the 8-byte class, too small for the chain's link,
   // wait for the lock (free_batch) when the ring is full.
-  void free_remote(void* const* regions, unsigned n);
+  [[gnu::hot]] void free_remote(void* const* regions, unsigned n);
   static constexpr std::size_t kRemoteCollectBytes = 256 * 1024;
   // Whether the small region p is free in its slab's bitmap (a double-free check).
   bool region_is_free(Slab* slab, const void* p);
@@ -195,12 +195,13 @@ class Allocator<Config>::Arena {
   // refuses memory. `zeroed` tells whether its pages are known to read zero.
   // may_borrow: a neighbour may lend the block (ArenaNeighbours), as it may when the block
   // would make pages resident that the arena does not keep already.
-  void* alloc_large(std::size_t bytes, std::size_t align, bool& zeroed, bool may_borrow = false);
+  [[gnu::hot]] void* alloc_large(std::size_t bytes, std::size_t align, bool& zeroed,
+                                 bool may_borrow = false);
   // Frees the large block p (pages long, its page-map entry read for this free). When another
   // thread holds the lock, the block is deferred instead of waited for: pushed to an inbox of
   // large blocks (without the lock) that the holder, or the next thread to take the lock,
   // frees. So a thread freeing another thread's large blocks never queues behind it.
-  void free_large(void* p, PageCount pages, const char* call = "free");
+  [[gnu::hot]] void free_large(void* p, PageCount pages, const char* call = "free");
   // The length of the large block at p, whose page-map entry is e: the entry's, or in a
   // design that keeps its allocated runs in a tree (Config::kAllocatedRunsTree) a search
   // of it under the lock, as jemalloc's arena_salloc did in 2008. 0 pages: no block there.
@@ -219,7 +220,7 @@ class Allocator<Config>::Arena {
   // The searches validate_freed made (0 in a design without them).
   std::uint64_t validated_frees();
   // Grows or shrinks the large block at p (pages long) to `want` pages without moving it.
-  bool resize_large(void* p, PageCount pages, PageCount want);
+  [[gnu::hot]] bool resize_large(void* p, PageCount pages, PageCount want);
 
   // Frees every block of the arena (and every region stashed). The pages stay, free and
   // dirty, until the decay returns them to the OS. Requires: no thread cache holds regions
@@ -230,10 +231,10 @@ class Allocator<Config>::Arena {
   void purge_all();
   // The decay's clock from outside the slow paths (decay.h): purges what has been free for
   // decay_ms, under the lock; when !wait, only if the lock is free.
-  void advance_decay(bool wait);
+  [[gnu::hot]] void advance_decay(bool wait);
   // Purges the oldest free dirty pages, at least `bytes` of them if it holds as many (a huge
   // block beside the arena has just taken as many from the OS: huge.h). Returns the bytes.
-  std::size_t purge_oldest(std::size_t bytes);
+  [[gnu::hot]] std::size_t purge_oldest(std::size_t bytes);
   // A neighbour grew by `bytes` (ArenaNeighbours): if the lock is free, the arena has not used
   // all its resident pages for kIdleMs (an arena that keeps using them again would fault
   // them back in at once), and it keeps more freed pages resident than its allowance (an
@@ -269,7 +270,7 @@ class Allocator<Config>::Arena {
   // In the child, every lock still held: the rings' regions to the stashes and slabs, and the
   // rings emptied, for a slot reserved by a thread of the parent is never written
   // (remote_ring.h).
-  void settle_remote_in_child();
+  [[gnu::hot]] void settle_remote_in_child();
   // For the tests: the arena's own lock, held by a test to show what does not wait for it.
   Lock& lock_for_tests() { return lock_; }
   // What the run manager has done so far (counters.h; all zero unless built with counting).
@@ -318,8 +319,8 @@ class Allocator<Config>::Arena {
   // lock): whether it was done. Declined while large
   // blocks wait for lock_ (deferred_large_) or the class's inbox may hold regions, which only
   // a holder of lock_ takes.
-  bool take_stashed(unsigned size_class, void** out, unsigned n);
-  bool stash_whole(void* const* regions, unsigned n, bool wait);
+  [[gnu::hot]] bool take_stashed(unsigned size_class, void** out, unsigned n);
+  [[gnu::hot]] bool stash_whole(void* const* regions, unsigned n, bool wait);
   // Requires: lock_ held. What the stashes handed out without lock_, less what they took
   // back so: blocks and bytes to add to blocks_ and allocated_.
   struct HandedOut {
@@ -328,10 +329,10 @@ class Allocator<Config>::Arena {
   };
   HandedOut stash_handed_out();
 
-  Slab* next_slab(Bin& bin, unsigned size_class);
+  [[gnu::hot]] Slab* next_slab(Bin& bin, unsigned size_class);
   // Requires: lock_ held. alloc_batch's and alloc_large's work.
-  unsigned alloc_batch_locked(unsigned size_class, void** out, unsigned n);
-  void* alloc_large_locked(std::size_t bytes, std::size_t align, bool& zeroed);
+  [[gnu::hot]] unsigned alloc_batch_locked(unsigned size_class, void** out, unsigned n);
+  [[gnu::hot]] void* alloc_large_locked(std::size_t bytes, std::size_t align, bool& zeroed);
   // Requires: lock_ held; called after each allocation. The pages the arena has made resident
   // are estimated as the high-water mark of its active pages, less the pages purged since.
   // When the active pages pass it, the difference is new memory the neighbours are to purge
@@ -372,8 +373,8 @@ class Allocator<Config>::Arena {
   void validate_freed_in_tree(const void* p, PageEntry e);
   void give_back(Slab* slab, void* p, const char* call);
   void unstash_all();
-  void free_large_locked(void* p, PageCount pages, const char* call);
-  void free_batch_locked(void* const* regions, unsigned n, const char* call);
+  [[gnu::hot]] void free_large_locked(void* p, PageCount pages, const char* call);
+  [[gnu::hot]] void free_batch_locked(void* const* regions, unsigned n, const char* call);
   // Releases the lock, after freeing the large blocks deferred meanwhile.
   void unlock() {
     if (deferred_large_.maybe_nonempty()) free_deferred_large();
@@ -396,7 +397,7 @@ class Allocator<Config>::Arena {
   // Requires: lock_ held. Up to n regions of the class's inbox into out, the ring's first
   // (returns how many); the rest stays for the next refill. Regions waiting there still count
   // as handed out (allocated_, blocks_) until they are taken.
-  unsigned take_remote(unsigned size_class, void** out, unsigned n);
+  [[gnu::hot]] unsigned take_remote(unsigned size_class, void** out, unsigned n);
   // Whether the class's inbox may hold regions (a relaxed look, with or without lock_: the
   // rest of a taken chain is written under lock_ and read as an atomic).
   bool remote_waiting(unsigned size_class) {
@@ -413,10 +414,10 @@ class Allocator<Config>::Arena {
   // from the inbox, to the stash, else to its slab.
   void take_back(unsigned size_class, void* p, bool stash_locked = false);
   // Requires: lock_ held. Every region waiting for the class, to its stash or slab.
-  void collect_remote(unsigned size_class);
+  [[gnu::hot]] void collect_remote(unsigned size_class);
   void collect_all_remote();
-  void release_slab(Slab* slab);
-  void tick();
+  [[gnu::hot]] void release_slab(Slab* slab);
+  [[gnu::hot]] void tick();
   void tag_interior(std::byte* chunk, PageIndex from, PageIndex to);
   void free_every_block(std::byte* chunk);
   void mark_slab_pages_free(const Slab* slab);

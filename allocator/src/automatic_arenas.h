@@ -67,7 +67,7 @@ class Allocator<Config>::AutomaticArenas {
 
   // One per two CPUs of the process's affinity mask (at least one), at most kMaxDefaultArenas;
   // or as many as the design says (Config::kArenas, when not 0).
-  static unsigned default_count();
+  [[gnu::hot]] static unsigned default_count();
   // Sets the number of arenas (clamped to 1 .. kMaxArenas). Requires: called once, after
   // start(), before any thread was given an arena.
   void configure(unsigned count) {
@@ -136,27 +136,27 @@ class Allocator<Config>::AutomaticArenas {
   // thread's exit counts down its arena's threads when its cache is torn down,
   // thread_cache_impl.h; a thread that never made a cache stays counted: its arena only looks
   // busier.) Each arena's rings of remote frees are settled (Arena::settle_remote_in_child).
-  void reset_in_child();
+  [[gnu::hot]] void reset_in_child();
 
   // Bytes of the arenas' records mapped so far (metadata, for the statistics).
   std::size_t record_bytes() const;
 
   // fork(): the mapping lock, then every arena's lock, in index order (fork_impl.h).
-  void lock_for_fork();
-  void unlock_after_fork();
+  [[gnu::hot]] void lock_for_fork();
+  [[gnu::hot]] void unlock_after_fork();
 
  private:
-  constexpr ArenaNeighbours neighbours() {
-    return {
-        [](void* arenas, const Arena& grown, std::size_t bytes) {
-          static_cast<AutomaticArenas*>(arenas)->purge_others(grown, bytes);
-        },
-        [](void* arenas, const Arena& asking, std::size_t bytes, std::size_t align, bool& zeroed) {
-          return static_cast<AutomaticArenas*>(arenas)->lend_large(asking, bytes, align, zeroed);
-        },
-        this};
+  // The arenas' calls to their neighbours: functions, not lambdas, so that they are marked hot
+  // (run by every process that purges; allocator/CMakeLists.txt).
+  constexpr ArenaNeighbours neighbours() { return {&purge_for, &lend_for, this}; }
+  [[gnu::hot]] static void purge_for(void* arenas, const Arena& grown, std::size_t bytes) {
+    static_cast<AutomaticArenas*>(arenas)->purge_others(grown, bytes);
   }
-  Arena& assign();
+  [[gnu::hot]] static void* lend_for(void* arenas, const Arena& asking, std::size_t bytes,
+                                     std::size_t align, bool& zeroed) {
+    return static_cast<AutomaticArenas*>(arenas)->lend_large(asking, bytes, align, zeroed);
+  }
+  [[gnu::hot]] Arena& assign();
   Arena* map(unsigned index);
   Arena* map_locked(unsigned index);  // requires: lock_ held
 

@@ -7,7 +7,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <bit>
 #include <cstdint>
 #include <new>
 
@@ -17,14 +16,18 @@ namespace pagemalloc {
 
 // The mask is read by the system call itself: glibc's sched_getaffinity and CPU_COUNT lie in
 // pages of libc's text that nothing else a small program runs touches (some 30 KiB resident
-// by fault-around, in every process), and syscall() lies beside mmap.
+// by fault-around, in every process), and syscall() lies beside mmap. Its bits are counted one
+// by one: std::popcount, on the baseline x86-64 without the instruction, calls libgcc's
+// __popcountdi2, linked at the end of the drop-in's text, far from the code every process runs
+// (allocator/CMakeLists.txt).
 template <class Config>
 unsigned Allocator<Config>::AutomaticArenas::default_count() {
   if constexpr (Config::kArenas != 0) return Config::kArenas;  // the design's number
   std::uint64_t mask[1024 / 64] = {};  // on the stack: this runs inside the first malloc
   const long bytes = ::syscall(SYS_sched_getaffinity, 0, sizeof(mask), mask);
   unsigned n = 0;
-  for (long i = 0; i < bytes / long(sizeof(mask[0])); ++i) n += unsigned(std::popcount(mask[i]));
+  for (long i = 0; i < bytes / long(sizeof(mask[0])); ++i)
+    for (std::uint64_t bits = mask[i]; bits != 0; bits &= bits - 1) ++n;
   const unsigned per_two_cpus = n < 2 ? 1 : n / 2;
   return per_two_cpus < kMaxDefaultArenas ? per_two_cpus : kMaxDefaultArenas;
 }

@@ -121,7 +121,7 @@ class Allocator<Config>::ChunkPal {
 
   // Advises and records a chunk just mapped (fresh) or taken used (unmapped again if it cannot
   // be recorded).
-  void* adopt(void* p, std::size_t bytes, bool fresh) {
+  [[gnu::hot]] void* adopt(void* p, std::size_t bytes, bool fresh) {
     if (p == nullptr) return nullptr;
     advise_huge_pages(p, bytes, chunks_.all().size(), fresh);
     if (!chunks_.add(static_cast<std::byte*>(p))) {

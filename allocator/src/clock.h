@@ -18,7 +18,7 @@ inline std::uint64_t purge_interval_ms(long decay_ms) {
 
 // clock_gettime: the vDSO's, called directly, or libc's (clock.cpp).
 using ClockFunction = int (*)(clockid_t, timespec*);
-ClockFunction find_clock();
+[[gnu::hot]] ClockFunction find_clock();
 inline constinit std::atomic<ClockFunction> g_clock{nullptr};
 
 inline ClockFunction clock_function() {

@@ -37,7 +37,7 @@ class Allocator<Config>::Decay {
  public:
   // Called by a thread cache every kDecayTickBinPushes frees into one of its bins (noexcept,
   // so that a noexcept operator delete can end in it). Requires: no lock held.
-  static void tick_from_calls() noexcept;
+  [[gnu::hot]] static void tick_from_calls() noexcept;
 
   // A small block freed without a thread cache (to its arena, under the lock): in a design
   // without caches (Config::kThreadCaches), every kDecayTickCalls such frees of a thread
@@ -51,7 +51,7 @@ class Allocator<Config>::Decay {
 
   // Starts the background thread if the option asks for it and none runs. Requires: no lock
   // held; the heap initialized.
-  static void start_background_thread_if_asked();
+  [[gnu::hot]] static void start_background_thread_if_asked();
   // Whether the background thread runs (for the tests and statistics).
   static bool background_thread_running() {
     return background_running_.load(std::memory_order_acquire);

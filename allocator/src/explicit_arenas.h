@@ -88,8 +88,8 @@ class Allocator<Config>::ExplicitArenas {
   static std::size_t record_bytes();
 
   // fork(): this registry's lock, then every arena's locks (fork_impl.h).
-  void lock_for_fork();
-  void unlock_after_fork();
+  [[gnu::hot]] void lock_for_fork();
+  [[gnu::hot]] void unlock_after_fork();
 
  private:
   // An arena's record: whole pages.

@@ -14,15 +14,15 @@ template <class Config>
 class Allocator<Config>::Fork {
  public:
   // Registers the handlers with pthread_atfork. Called once, by the heap's initialization.
-  static void install_handlers();
+  [[gnu::hot]] static void install_handlers();
 
  private:
-  static void prepare();
+  [[gnu::hot]] static void prepare();
   // Whether the after-fork handler running now closes the prepare handler that took the locks.
   static bool closes_the_locking_prepare() { return t_depth_ == 1 && t_took_locks_; }
   static void leave();
-  static void in_parent();
-  static void in_child();
+  [[gnu::hot]] static void in_parent();
+  [[gnu::hot]] static void in_child();
 
   // The prepare handlers this thread has entered and not yet closed (more than one only
   // through signal handlers), and whether the outermost one took the locks.

@@ -61,8 +61,8 @@ class Allocator<Config>::Heap {
   // Resizes in place when it can, else moves the block to the arena `arena` (kNoArena: the
   // block's own if it is explicit, else the thread's). nullptr with errno = ENOMEM (EINVAL:
   // no arena has the index) on failure, and p is untouched.
-  void* reallocate(void* p, std::size_t size, std::size_t align, bool zero, unsigned arena,
-                   const char* call);
+  [[gnu::hot]] void* reallocate(void* p, std::size_t size, std::size_t align, bool zero,
+                                unsigned arena, const char* call);
   // realloc's common case inline: a small block of the thread's own arena resized to a small
   // size stays when the size keeps its class, else moves through the thread cache (a region
   // popped, a copy, the old region pushed). Anything else is reallocate(p, size, 1, false,
@@ -76,7 +76,7 @@ class Allocator<Config>::Heap {
   void purge();
   // Every arena's and huge manager's decay advanced (decay.h): the automatic ones whose lock
   // is free when !wait; all of them, explicit ones too, when wait.
-  void advance_decay(bool wait);
+  [[gnu::hot]] void advance_decay(bool wait);
   void stats(pm_stats& out);
   // The run managers' counters summed over every arena (counters.h: zero unless counting).
   RunCounterValues run_counters();
@@ -114,9 +114,9 @@ class Allocator<Config>::Heap {
 
   // fork(): every lock of the heap, taken in one fixed order before the fork and released
   // after it (fork_impl.h).
-  void lock_for_fork();
-  void unlock_after_fork_in_parent();
-  void reset_after_fork_in_child();
+  [[gnu::hot]] void lock_for_fork();
+  [[gnu::hot]] void unlock_after_fork_in_parent();
+  [[gnu::hot]] void reset_after_fork_in_child();
   // fork(), in every child: a fork after the heap's fork handlers were installed, and before
   // initialize() marked the heap initialized, leaves only that mark to make.
   void finish_initialization_in_child() {
@@ -128,7 +128,7 @@ class Allocator<Config>::Heap {
   // threads is initializing the heap. A process that finds another's ID there was forked
   // while its parent initialized, and has no thread that will finish.
   static constexpr int kUninitialized = 0, kInitialized = -1;
-  void initialize();
+  [[gnu::hot]] void initialize();
 
   struct Block {
     BlockKind kind;
@@ -144,21 +144,21 @@ class Allocator<Config>::Heap {
     bool through_cache;  // small blocks come through the thread cache
   };
   int find_source(unsigned index, Source& out);
-  Block locate(const void* p, const char* call);
-  void* allocate_slow(std::size_t size, std::size_t align, bool zero);
+  [[gnu::hot]] Block locate(const void* p, const char* call);
+  [[gnu::hot]] void* allocate_slow(std::size_t size, std::size_t align, bool zero);
   // `will_write`: bytes from the start the caller writes at once (a move's copy); those of a
   // large or huge block that read zero are populated first (populate.h).
-  void* allocate_from(const Source& source, std::size_t size, std::size_t align, bool zero,
-                      std::size_t will_write = 0);
-  void* allocate_small(unsigned size_class);
-  void* move(void* p, const Block& old, std::size_t size, std::size_t align, bool zero,
-             unsigned arena, const char* call);
+  [[gnu::hot]] void* allocate_from(const Source& source, std::size_t size, std::size_t align,
+                                   bool zero, std::size_t will_write = 0);
+  [[gnu::hot]] void* allocate_small(unsigned size_class);
+  [[gnu::hot]] void* move(void* p, const Block& old, std::size_t size, std::size_t align, bool zero,
+                          unsigned arena, const char* call);
   // The same operations on a block of a bump arena.
   void* reallocate_bumped(BumpSpace& space, void* p, std::size_t size, std::size_t align, bool zero,
                           unsigned arena, const char* call);
   std::size_t resize_bumped_in_place(BumpSpace& space, void* p, std::size_t size, std::size_t extra,
                                      bool zero, const char* call);
-  void deallocate_slow(void* p, const char* call) noexcept;
+  [[gnu::hot]] void deallocate_slow(void* p, const char* call) noexcept;
   // Before a free, in a design that validates frees (Config::kValidateFree): the search of
   // p's arena's chunk tree (Arena::validate_freed). Huge blocks, bump arenas' blocks and
   // foreign pointers are left to the free, which searches or reports them.
@@ -166,18 +166,18 @@ class Allocator<Config>::Heap {
   static ThreadCache* own_small_block(const void* p, PageEntry& e);
   void deallocate_sized_checked(void* p, std::size_t size, std::size_t align, const char* call);
   // deallocate_sized after its fast path: checked if checks are on, else deallocate.
-  void deallocate_sized_slow(void* p, std::size_t size, std::size_t align,
-                             const char* call) noexcept;
+  [[gnu::hot]] void deallocate_sized_slow(void* p, std::size_t size, std::size_t align,
+                                          const char* call) noexcept;
   // The fast path of every free: p, a small block in the chunk the thread remembers as its
   // arena's, pushed on the thread's cache. False if it is not (p untouched).
   bool freed_into_cache(void* p);
   void deallocate_small(Arena& owner, PageEntry e, void* p, const char* call);
-  void deallocate_foreign(ThreadCache& cache, Arena& owner, void* p, const char* call);
+  [[gnu::hot]] void deallocate_foreign(ThreadCache& cache, Arena& owner, void* p, const char* call);
   // deallocate_slow's work for every block but those deallocate_foreign takes.
-  void deallocate_unusual(void* p, const char* call);
-  std::size_t usable_size_slow(const void* p, const char* call);
+  [[gnu::hot]] void deallocate_unusual(void* p, const char* call);
+  [[gnu::hot]] std::size_t usable_size_slow(const void* p, const char* call);
   // HugeManager::Neighbours of huge(): context is the heap.
-  static void purge_automatic_arenas(void* heap, std::size_t bytes) {
+  [[gnu::hot]] static void purge_automatic_arenas(void* heap, std::size_t bytes) {
     static_cast<Heap*>(heap)->automatic_.purge_oldest(bytes);
   }
 

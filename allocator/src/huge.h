@@ -89,29 +89,29 @@ class Allocator<Config>::HugeManager {
 
   // The manager whose record the address map holds for p (a chunk-aligned address), or
   // nullptr. Whether p is a live block is for that manager's calls to tell.
-  static HugeManager* owner_of(const void* p);
+  [[gnu::hot]] static HugeManager* owner_of(const void* p);
 
   // nullptr when the OS refuses memory. `zeroed`: the memory is known to read zero.
-  void* alloc(std::size_t bytes, std::size_t align, bool& zeroed);
+  [[gnu::hot]] void* alloc(std::size_t bytes, std::size_t align, bool& zeroed);
   // Frees the block at p; aborts with a message if p is not a live huge block.
-  void free(void* p, const char* call);
+  [[gnu::hot]] void free(void* p, const char* call);
   // The usable size of the live huge block at p, or 0 if p is not one.
-  std::size_t usable_size(const void* p);
+  [[gnu::hot]] std::size_t usable_size(const void* p);
   // Resizes in place to hold `bytes`; false (and unchanged) if the space after is taken.
-  bool resize_in_place(void* p, std::size_t bytes);
+  [[gnu::hot]] bool resize_in_place(void* p, std::size_t bytes);
   // Moves the block's pages to a new chunk-aligned address that holds `bytes`, without
   // copying; nullptr if the kernel cannot.
-  void* remap(void* p, std::size_t bytes);
+  [[gnu::hot]] void* remap(void* p, std::size_t bytes);
 
   // Frees every live block (an explicit arena's reset); the extents stay until the decay.
   void free_all();
   void purge_all();
   // As Arena::advance_decay: unmaps what has been free for decay_ms.
-  void advance_decay(bool wait);
+  [[gnu::hot]] void advance_decay(bool wait);
   // Takes the first granule (kChunkSize bytes) of the oldest free extent off the manager, its
   // pages as they are, for an arena beside it to use as a chunk (chunk_pal.h); nullptr if no
   // extent is free.
-  void* take_chunk();
+  [[gnu::hot]] void* take_chunk();
   HugeStats stats();
   // The live and free lists against the address map and the counts (heap_invariants_impl.h):
   // nullptr, or what is broken.
@@ -144,11 +144,11 @@ class Allocator<Config>::HugeManager {
   HugeExtent* live_extent(const void* p);
   void publish(HugeExtent* e);
   void unpublish(HugeExtent* e);
-  void add_free(HugeExtent* e);
+  [[gnu::hot]] void add_free(HugeExtent* e);
   HugeExtent* free_neighbour_after(const HugeExtent* e);
   HugeExtent* free_neighbour_before(const HugeExtent* e);
   void split_off_free_tail(HugeExtent* e, std::size_t keep);
-  void tick();
+  [[gnu::hot]] void tick();
   void purge(std::uint64_t min_age_ms);
   void unmap_free(HugeExtent* e);
 

@@ -49,7 +49,7 @@ class Lock {
   static constexpr std::uint32_t kFree = 0, kHeld = 1, kHeldWithWaiters = 2;
   static constexpr int kSpins = 100;
 
-  [[gnu::noinline]] void lock_contended() {
+  [[gnu::hot, gnu::noinline]] void lock_contended() {
     for (int i = 0; i < kSpins; ++i) {
       if (state_.load(std::memory_order_relaxed) == kFree && try_lock()) return;
       cpu_relax();

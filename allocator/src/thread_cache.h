@@ -128,7 +128,8 @@ class Allocator<Config>::ThreadCache {
   static constexpr unsigned kProducerRefills = 3;
   static constexpr unsigned capacity(unsigned size_class) { return cache_capacity(size_class); }
 
-  ThreadCache();  // leaves the slot areas unwritten (its pages stay untouched until used)
+  [[gnu::hot]] ThreadCache();  // leaves the slot areas unwritten (its pages stay untouched until
+                               // used)
   ThreadCache(const ThreadCache&) = delete;
   ThreadCache& operator=(const ThreadCache&) = delete;
 
@@ -256,9 +257,9 @@ class Allocator<Config>::ThreadCache {
   // fork(): the registry's lock is held across it. In the child only the forking thread
   // exists: the other threads' caches are dropped, and the regions they held are lost (their
   // owners may have been halfway through a push or a pop, so they cannot be trusted).
-  static void lock_for_fork();
-  static void unlock_after_fork_in_parent();
-  static void reset_after_fork_in_child();
+  [[gnu::hot]] static void lock_for_fork();
+  [[gnu::hot]] static void unlock_after_fork_in_parent();
+  [[gnu::hot]] static void reset_after_fork_in_child();
 
   // For the tests: whether malloc's fast path reads a cache's bins on the calling thread (not
   // kNoBins); the class's limit, the regions it holds, and where its stack lies now (the
@@ -345,16 +346,16 @@ class Allocator<Config>::ThreadCache {
                           // fell below foreign_mark)
     std::uint32_t foreign_mark = 0;  // count after the last foreign push, flush or growth
   };
-  static ThreadCache* create(Arena& arena);
-  static void on_thread_exit(void* cache);
+  [[gnu::hot]] static ThreadCache* create(Arena& arena);
+  [[gnu::hot]] static void on_thread_exit(void* cache);
   // Adds this cache's moves to the registry's total of gone caches (registry lock held).
   void retire_moves();
-  void* refill(unsigned size_class);
+  [[gnu::hot]] void* refill(unsigned size_class);
   // A push that found the bin full: raises its limit if the budget allows, else flushes
   // half of it; then pushes. Takes the bin, not its class: the fast path keeps no copy of it.
-  void push_overflowing(Bin* bin, void* p) noexcept;
+  [[gnu::hot]] void push_overflowing(Bin* bin, void* p) noexcept;
   // Returns the n oldest regions to their arenas; returns the new count.
-  std::uint32_t flush(unsigned size_class, unsigned n);
+  [[gnu::hot]] std::uint32_t flush(unsigned size_class, unsigned n);
   static void return_to_owners(Arena* mine, void* const* regions, unsigned n);
 
   // A value no pointer or small integer takes (a kernel address, and a NaN as a double), that

@@ -14,11 +14,11 @@
 #   x86-64: about 250 KiB; with libstdc++, libm and libgcc_s loaded it was about 1.9 MiB).
 # - Of the library's text, at most 160 KiB is resident after that malloc. The kernel maps a
 #   file's pages around each one touched (64 KiB, or a whole large folio), so this holds only
-#   while the text is small and the code every process runs lies together (the order of
-#   allocator/CMakeLists.txt's sources): with fmt's floating-point writers in it the text was
-#   172 KiB, all of it resident. With the default run manager the text is some 110 KiB; the
-#   rbtree run manager's adds about 25 KiB (136 KiB resident, all of it, where the file lies in
-#   large folios).
+#   while the text is small and the code every process runs lies together (hot_text.sh checks
+#   that it does): with fmt's floating-point writers in it the text was 172 KiB, all of it
+#   resident. With the default run manager the text is some 130 KiB, of which some 60 KiB is
+#   resident; where the file lies in large folios (a copy just written, on this kernel) most of
+#   it is: 120 KiB. The rbtree run manager's adds about 25 KiB.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 

@@ -91,7 +91,7 @@ class RunManagerCore {
   RunManagerCore(const RunManagerCore&) = delete;
   RunManagerCore& operator=(const RunManagerCore&) = delete;
 
-  AllocatedRun alloc(PageCount n) {
+  [[gnu::hot]] AllocatedRun alloc(PageCount n) {
     counters_.operation();
     Node* node = self().find_fit(n);
     const bool new_chunk = node == nullptr;
@@ -121,12 +121,12 @@ class RunManagerCore {
     return {run, !span.dirty};
   }
 
-  void free(Run run) {
+  [[gnu::hot]] void free(Run run) {
     --allocated_runs_;
     free_pages_of(run);
   }
 
-  bool grow_in_place(Run run, PageCount n) {
+  [[gnu::hot]] bool grow_in_place(Run run, PageCount n) {
     counters_.operation();
     if (n <= run.pages) return true;
     FreeSpan right = self().right_neighbour(run.chunk, run.end());
@@ -140,7 +140,7 @@ class RunManagerCore {
     return true;
   }
 
-  void shrink_in_place(Run run, PageCount n) {
+  [[gnu::hot]] void shrink_in_place(Run run, PageCount n) {
     if (n >= run.pages) return;
     write_allocated_tags(run.chunk, run.first, n);
     free_pages_of(Run{run.chunk, run.first + n, run.pages - n});
@@ -164,7 +164,7 @@ class RunManagerCore {
 
   // Purges dirty runs, the oldest first, until at least `at_least` pages are purged or none
   // is dirty (a huge block is about to take as many pages from the OS: huge.h).
-  PageCount purge_oldest(PageCount at_least) {
+  [[gnu::hot]] PageCount purge_oldest(PageCount at_least) {
     return purge_from_oldest([&](const Node*, PageCount purged) { return purged < at_least; });
   }
 
@@ -280,7 +280,7 @@ class RunManagerCore {
 
   // Gives a run back, coalescing it with its free neighbours. The merged run keeps a
   // neighbour's record; only a run with no free neighbour takes one from the reserve.
-  void free_pages_of(Run run) {
+  [[gnu::hot]] void free_pages_of(Run run) {
     counters_.operation();
     PageIndex first = run.first;
     PageCount pages = run.pages;
@@ -311,7 +311,7 @@ class RunManagerCore {
   // Purges dirty runs from the oldest while go_on(run, pages purged so far) says so. A chunk
   // left wholly free goes back to the OS; any other run is decommitted and becomes clean.
   template <class GoOn>
-  PageCount purge_from_oldest(GoOn go_on) {
+  [[gnu::hot]] PageCount purge_from_oldest(GoOn go_on) {
     PageCount purged;
     while (!dirty_.empty()) {
       auto* node = static_cast<Node*>(dirty_.front());
@@ -345,7 +345,7 @@ class RunManagerCore {
 
   // Makes `span` a free run recorded by span.record: tags, index, and (when dirty) the dirty
   // list's tail.
-  void attach(FreeSpan span, std::uint64_t freed_at) {
+  [[gnu::hot]] void attach(FreeSpan span, std::uint64_t freed_at) {
     Node* node = node_of(span);
     node->run = span.base();
     write_free_tags(span.chunk, span.first, span.pages, span.dirty, node);
@@ -357,7 +357,7 @@ class RunManagerCore {
   }
 
   // Takes `span` out of the index and the dirty list (it is about to be merged).
-  void detach(FreeSpan span) {
+  [[gnu::hot]] void detach(FreeSpan span) {
     Node* node = node_of(span);
     self().index_remove(node, span.pages);
     if (span.dirty) dirty_.remove(node);
@@ -365,7 +365,7 @@ class RunManagerCore {
 
   // Takes the first n pages of the free run `span`; the rest stays free with the same record,
   // in the same place of the dirty list.
-  void carve(FreeSpan span, PageCount n) {
+  [[gnu::hot]] void carve(FreeSpan span, PageCount n) {
     Node* node = node_of(span);
     self().index_remove(node, span.pages);
     if (span.pages > n) {
@@ -386,7 +386,7 @@ class RunManagerCore {
   // The records a chunk needs (its own, and one more free run's) are reserved first. A chunk
   // the Pal hands over used (ReusesChunks) is one free run of dirty pages, on the dirty list
   // as if just freed; its page map is cleared first, to read as a fresh chunk's.
-  bool add_chunk() {
+  [[gnu::hot]] bool add_chunk() {
     if (!records_.reserve(allocated_runs_ + chunk_count_ + 1) ||
         !chunk_records_.reserve(chunk_count_ + 1))
       return false;
