@@ -1,5 +1,5 @@
 // The fast paths' test of ownership (ThreadCache::owns_chunk): a thread cache remembers the
-// last four chunks it found to be its arena's, and asks the address map again whenever an entry
+// last chunk it found to be its arena's, and asks the address map again whenever an entry
 // that named an owner changes (a chunk released, or taken by another arena) or the checks
 // option does (g_ownership_changes, address_map.h).
 #include <gtest/gtest.h>
@@ -69,39 +69,6 @@ TEST(OwnedChunk, ARememberedChunkIsAskedForAgainAfterAnOwnershipChange) {
   EXPECT_FALSE(
       cache->owns_chunk(static_cast<const std::byte*>(chunk) + pagemalloc::kChunkSize * 1024))
       << "a chunk nobody owns";
-  pm_free(block);
-}
-
-// The last four chunks found are remembered: a fifth forgets the oldest, and an ownership change
-// forgets them all. (Granules far from anything mapped, entered in the address map as the
-// arena's chunks for the test's length.)
-TEST(OwnedChunk, TheLastFourChunksFoundAreRemembered) {
-  void* block = pm_malloc(64);
-  ASSERT_NE(block, nullptr);
-  pagemalloc::ThreadCache* cache = pagemalloc::ThreadCache::current();
-  if (cache == nullptr || pagemalloc::options().checks.load())
-    GTEST_SKIP() << "no thread cache in this design, or checks on: the fast paths are not taken";
-  using Cache = pagemalloc::ThreadCache;
-  const std::uintptr_t arena_entry =
-      pagemalloc::address_map().get(pagemalloc::chunk_base_of(block));
-  const void* chunks[5];
-  for (int i = 0; i < 5; ++i) {
-    chunks[i] = reinterpret_cast<const void*>((std::uintptr_t{0x5b5b} << 32) +
-                                              std::uintptr_t(i) * pagemalloc::kChunkSize);
-    ASSERT_TRUE(pagemalloc::address_map().set(chunks[i], arena_entry));
-  }
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(cache->owns_chunk(chunks[i]));
-  for (int i = 0; i < 4; ++i) EXPECT_TRUE(Cache::remembers(chunks[i])) << "chunk " << i;
-  ASSERT_TRUE(cache->owns_chunk(chunks[4]));
-  EXPECT_FALSE(Cache::remembers(chunks[0])) << "the oldest of five is forgotten";
-  for (int i = 1; i < 5; ++i) EXPECT_TRUE(Cache::remembers(chunks[i])) << "chunk " << i;
-  ASSERT_TRUE(pagemalloc::address_map().set(chunks[0], 0));  // an entry that named the arena
-  for (int i = 1; i < 5; ++i) EXPECT_FALSE(Cache::remembers(chunks[i])) << "chunk " << i;
-  ASSERT_TRUE(cache->owns_chunk(chunks[2]));
-  EXPECT_TRUE(Cache::remembers(chunks[2]));
-  EXPECT_FALSE(Cache::remembers(chunks[3])) << "found before the change, not since";
-  for (int i = 1; i < 5; ++i) ASSERT_TRUE(pagemalloc::address_map().set(chunks[i], 0));
-  EXPECT_FALSE(cache->owns_chunk(chunks[2])) << "no longer the arena's";
   pm_free(block);
 }
 

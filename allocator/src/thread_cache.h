@@ -148,14 +148,11 @@ class Allocator<Config>::ThreadCache {
   [[nodiscard]] Arena* arena() const { return arena_; }
 
   // Whether chunk (chunk-aligned) is one of this cache's arena's chunks, with checks off: the
-  // fast paths' test of a block to free or resize. The last kOwnedChunks chunks found so are
-  // remembered with the count of ownership changes they were found under
-  // (g_ownership_changes, address_map.h): while the count stays, a block in one of them is the
-  // arena's without a look at the address map (two dependent loads) or at the options. A
-  // program frees blocks of several chunks in turn: with one chunk remembered, a quarter to
-  // two fifths of python's, lua's, perl's and jq's frees missed it; with four, a tenth or
-  // fewer (docs/measurements.md). Requires: this is the calling thread's cache (what it
-  // remembers is the thread's: ThreadState).
+  // fast paths' test of a block to free or resize. The last chunk found so is remembered with
+  // the count of ownership changes it was found under (g_ownership_changes, address_map.h):
+  // while the count stays, a block in it is the arena's without a look at the address map
+  // (two dependent loads) or at the options. Requires: this is the calling thread's cache
+  // (what it remembers is the thread's: ThreadState).
   bool owns_chunk(const void* chunk) {
     if (remembers(chunk)) [[likely]]
       return true;
@@ -163,27 +160,16 @@ class Allocator<Config>::ThreadCache {
     if (address_map().get(chunk) != AddressMap::tag(arena_, AddressMap::kArenaChunk) ||
         options().checks.load(std::memory_order_relaxed))
       return false;
-    // The newest first, the oldest forgotten; all of them if the count has moved since they
-    // were found.
-    std::uintptr_t* owned = t_.owned_chunks;
-    const bool count_moved = t_.owned_under != changes;
-    for (unsigned i = kOwnedChunks - 1; i > 0; --i)
-      owned[i] = count_moved ? kNoChunk : owned[i - 1];
-    owned[0] = reinterpret_cast<std::uintptr_t>(chunk);
+    t_.owned_chunk = reinterpret_cast<std::uintptr_t>(chunk);
     t_.owned_under = changes;
     return true;
   }
 
-  // Whether chunk is one the calling thread last found its arena's (owns_chunk), with the
+  // Whether chunk is the one the calling thread last found its arena's (owns_chunk), with the
   // count of ownership changes unchanged since: the free path's first test, in a straight line.
-  // A thread remembers chunks only while it has a cache: then remembering() is that cache.
+  // A thread remembers a chunk only while it has a cache: then remembering() is that cache.
   static bool remembers(const void* chunk) {
-    const auto c = reinterpret_cast<std::uintptr_t>(chunk);
-    const std::uintptr_t* owned = t_.owned_chunks;
-    static_assert(kOwnedChunks == 4);
-    const bool known =
-        __builtin_expect(c == owned[0], 1) || c == owned[1] || c == owned[2] || c == owned[3];
-    return __builtin_expect(known, 1) &&
+    return __builtin_expect(reinterpret_cast<std::uintptr_t>(chunk) == t_.owned_chunk, 1) &&
            __builtin_expect(t_.owned_under == g_ownership_changes.load(std::memory_order_relaxed),
                             1);
   }
@@ -382,7 +368,6 @@ class Allocator<Config>::ThreadCache {
   // owns_chunk()'s memory: at first kNoChunk, which no chunk's base equals (not even that of
   // nullptr, 0: the fast free path leaves nullptr and other chunk-aligned pointers to it).
   static constexpr std::uintptr_t kNoChunk = 1;
-  static constexpr unsigned kOwnedChunks = 4;
   // The bins of a thread that has no cache: empty, never written.
   static inline constinit Bin kNoBins[kNumClasses]{};
   // What the fast paths read of the calling thread besides its cache's bins, in one line of
@@ -390,12 +375,11 @@ class Allocator<Config>::ThreadCache {
   // no line of the cache record but its bin's (and the stack's slot).
   struct alignas(64) ThreadState {
     ThreadCache* cache = nullptr;
-    Bin* bins = kNoBins;  // cache->bins_ while the thread has a cache
-    std::uintptr_t owned_chunks[kOwnedChunks] = {kNoChunk, kNoChunk, kNoChunk, kNoChunk};
-    std::uint64_t owned_under = 0;  // owns_chunk()'s memory, and the count it was found under
+    Bin* bins = kNoBins;                    // cache->bins_ while the thread has a cache
+    std::uintptr_t owned_chunk = kNoChunk;  // owns_chunk()'s memory, and the count it was
+    std::uint64_t owned_under = 0;          // found under
     CacheState state = CacheState::None;
   };
-  static_assert(sizeof(ThreadState) == 64);
   static inline constinit thread_local ThreadState t_{};
 
   // First in the record, so that a class's bin lies at the cache's address plus 16 times
