@@ -87,12 +87,14 @@ void Allocator<Config>::Fork::in_child() {
 // https://refspecs.linuxfoundation.org/LSB_5.0.0/LSB-Core-generic/LSB-Core-generic/baselib---register-atfork.html).
 extern "C" int __register_atfork(void (*prepare)(), void (*parent)(), void (*child)(),
                                  void* dso_handle);
-extern "C" void* __dso_handle;  // this library's, from the C runtime's crtbeginS.o
+extern "C" void* __dso_handle;  // the linked object's (the C runtime's crtbegin files define it)
 
 template <class Config>
 void Allocator<Config>::Fork::install_handlers() {
   if (__register_atfork(&prepare, &in_parent, &in_child, __dso_handle) != 0)
-    warn("pthread_atfork failed: a child forked by a multithreaded program may deadlock");
+    warn(
+        "the fork handlers could not be registered: a child forked by a multithreaded program "
+        "may deadlock");
 }
 
 template <class Config>
