@@ -13,7 +13,8 @@ namespace pagemalloc {
 template <class Config>
 class Allocator<Config>::Fork {
  public:
-  // Registers the handlers with pthread_atfork. Called once, by the heap's initialization.
+  // Registers the handlers (__register_atfork, fork_impl.h). Called once, by the heap's
+  // initialization.
   [[gnu::hot]] static void install_handlers();
 
  private:

@@ -26,7 +26,6 @@
 
 #include "fork.h"
 
-#include <pthread.h>
 #include <sys/single_threaded.h>
 
 #include "decay.h"
@@ -39,6 +38,16 @@ extern "C" {
 void _IO_list_lock();
 void _IO_list_unlock();
 void _IO_list_resetlock();
+
+// The registration of fork handlers. pthread_atfork is not in libc.so but a stub linked from
+// libc_nonshared.a, which passes the calling object's __dso_handle on to __register_atfork;
+// the linker puts that stub at the very end of the drop-in's text, far from the code every
+// process runs (allocator/CMakeLists.txt), where fault-around would map up to 64 KiB more of
+// the library in every process. __register_atfork itself is exported by libc.so (it is in the
+// "Linux Standard Base Core Specification", version 5.0, The Linux Foundation, 2015,
+// https://refspecs.linuxfoundation.org/LSB_5.0.0/LSB-Core-generic/LSB-Core-generic/baselib---register-atfork.html).
+int __register_atfork(void (*prepare)(), void (*parent)(), void (*child)(), void* dso_handle);
+extern void* __dso_handle;  // the linked object's (the C runtime's crtbegin files define it)
 }
 
 namespace pagemalloc {
@@ -78,17 +87,7 @@ void Allocator<Config>::Fork::in_child() {
   leave();
 }
 
-// pthread_atfork is not in libc.so but a stub linked from libc_nonshared.a, which passes the
-// calling object's __dso_handle on to __register_atfork; the linker puts that stub at the very
-// end of the drop-in's text, far from the code every process runs (allocator/CMakeLists.txt),
-// where fault-around would map up to 64 KiB more of the library in every process. So the
-// handlers are registered by __register_atfork itself, which libc.so exports (it is in the
-// "Linux Standard Base Core Specification", version 5.0, The Linux Foundation, 2015,
-// https://refspecs.linuxfoundation.org/LSB_5.0.0/LSB-Core-generic/LSB-Core-generic/baselib---register-atfork.html).
-extern "C" int __register_atfork(void (*prepare)(), void (*parent)(), void (*child)(),
-                                 void* dso_handle);
-extern "C" void* __dso_handle;  // the linked object's (the C runtime's crtbegin files define it)
-
+// Registered by __register_atfork itself (declared above), not by pthread_atfork.
 template <class Config>
 void Allocator<Config>::Fork::install_handlers() {
   if (__register_atfork(&prepare, &in_parent, &in_child, __dso_handle) != 0)

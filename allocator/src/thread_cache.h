@@ -128,8 +128,8 @@ class Allocator<Config>::ThreadCache {
   static constexpr unsigned kProducerRefills = 3;
   static constexpr unsigned capacity(unsigned size_class) { return cache_capacity(size_class); }
 
-  [[gnu::hot]] ThreadCache();  // leaves the slot areas unwritten (its pages stay untouched until
-                               // used)
+  // Leaves the slot areas unwritten (their pages stay untouched until used).
+  [[gnu::hot]] ThreadCache();
   ThreadCache(const ThreadCache&) = delete;
   ThreadCache& operator=(const ThreadCache&) = delete;
 
