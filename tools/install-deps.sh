@@ -19,6 +19,7 @@ packages=(
   python3 python3-matplotlib                     # the study's summary and figures
   coreutils binutils diffutils mawk              # the drop-in tests: sort, nm, cmp, awk
   perl lua5.4 ruby sqlite3 jq                    # real programs: drop-in tests, benchmarks/real_programs
+  libpython3.11-testsuite                        # CPython's regression tests: a drop-in test
   duktape mujs                                   # JavaScript engines: the tree-overhead study
   redis-server redis-tools                       # real programs: redis-server, redis-cli, redis-benchmark
   libjemalloc2 g++                               # real programs: jemalloc preload, the g++ compile
