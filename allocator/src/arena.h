@@ -227,8 +227,8 @@ class Allocator<Config>::Arena {
   // of this arena (an explicit arena's blocks never enter a cache).
   void reset();
 
-  // Returns the stashed regions to their slabs, then freed pages to the OS.
-  void purge_all();
+  // Returns the stashed regions to their slabs, then freed pages to the OS; the bytes that went.
+  std::size_t purge_all();
   // The decay's clock from outside the slow paths (decay.h): purges what has been free for
   // decay_ms, under the lock; when !wait, only if the lock is free.
   [[gnu::hot]] void advance_decay(bool wait);

@@ -287,6 +287,9 @@ void Allocator<Config>::Arena::unstash_all() {
   for (unsigned set = 0; set < kStashSets; ++set) {
     for (unsigned size_class = 0; size_class < kNumClasses; ++size_class) {
       Stash& stash = stashes_[set][size_class];
+      // A hint, read without the lock: an empty stash costs no lock (a program may trim after
+      // every few frees). A region stashed after the read stays there: no page is lost.
+      if (stash.count() == 0) continue;
       LockGuard stash_guard(stash.lock);  // give_back takes no stash's lock
       const unsigned n = stash.count();
       stash.set_count(0);
@@ -658,7 +661,7 @@ void* Allocator<Config>::Arena::lend_large(std::size_t bytes, std::size_t align,
 }
 
 template <class Config>
-void Allocator<Config>::Arena::purge_all() {
+std::size_t Allocator<Config>::Arena::purge_all() {
   LockGuard guard(lock_);
   free_deferred_large();
   collect_all_remote();
@@ -672,7 +675,9 @@ void Allocator<Config>::Arena::purge_all() {
     }
   }
   runs_.advance_clock(now_ms());
-  purged_pages_ += runs_.purge(0).value();
+  const std::uint64_t purged = runs_.purge(0).value();
+  purged_pages_ += purged;
+  return std::size_t(purged) * kPageSize;
 }
 
 template <class Config>

@@ -73,7 +73,9 @@ class Allocator<Config>::Heap {
                               const char* call);
   std::size_t usable_size(const void* p, const char* call);
 
-  void purge();
+  // Every free page of every arena and huge manager to the OS (the calling thread's cache
+  // flushed first); the bytes that went.
+  std::size_t purge();
   // Every arena's and huge manager's decay advanced (decay.h): the automatic ones whose lock
   // is free when !wait; all of them, explicit ones too, when wait.
   [[gnu::hot]] void advance_decay(bool wait);

@@ -446,15 +446,15 @@ unsigned Allocator<Config>::Heap::create_arena(unsigned flags) {
 }
 
 template <class Config>
-void Allocator<Config>::Heap::purge() {
+std::size_t Allocator<Config>::Heap::purge() {
   ensure_initialized();
   if (ThreadCache* cache = ThreadCache::current()) cache->flush_all();
-  automatic_.for_each([](Arena& a) { a.purge_all(); });
-  huge().purge_all();
-  explicit_.for_each([](ExplicitArena& a) {
-    a.blocks.purge_all();
-    a.huge.purge_all();
-  });
+  std::size_t purged = 0;
+  automatic_.for_each([&](Arena& a) { purged += a.purge_all(); });
+  purged += huge().purge_all();
+  explicit_.for_each(
+      [&](ExplicitArena& a) { purged += a.blocks.purge_all() + a.huge.purge_all(); });
+  return purged;
 }
 
 template <class Config>

@@ -105,7 +105,7 @@ class Allocator<Config>::HugeManager {
 
   // Frees every live block (an explicit arena's reset); the extents stay until the decay.
   void free_all();
-  void purge_all();
+  std::size_t purge_all();  // every free extent unmapped; the bytes that went
   // As Arena::advance_decay: unmaps what has been free for decay_ms.
   [[gnu::hot]] void advance_decay(bool wait);
   // Takes the first granule (kChunkSize bytes) of the oldest free extent off the manager, its

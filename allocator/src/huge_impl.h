@@ -327,10 +327,12 @@ void* Allocator<Config>::HugeManager::take_chunk() {
 }
 
 template <class Config>
-void Allocator<Config>::HugeManager::purge_all() {
+std::size_t Allocator<Config>::HugeManager::purge_all() {
   LockGuard guard(lock_);
   now_ms_ = now_ms();
+  const std::size_t before = purged_;
   purge(0);
+  return purged_ - before;
 }
 
 template <class Config>

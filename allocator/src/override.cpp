@@ -104,14 +104,10 @@ PAGEMALLOC_EXPORT void free_aligned_sized(void* p, size_t alignment, size_t size
 }
 
 // glibc's malloc_trim: every free page goes back to the OS now (pm_purge; `pad` is not kept
-// back). 1 if any page went back, else 0, as glibc's.
-PAGEMALLOC_EXPORT int malloc_trim(size_t) {
-  pm_stats before{}, after{};
-  pm_stats_get(&before);
-  pm_purge();
-  pm_stats_get(&after);
-  return after.purged > before.purged ? 1 : 0;
-}
+// back). 1 if any page went back, else 0, as glibc's. Programs call it often (after every
+// request, or every few frees): it reads no statistics, which would walk every arena's stashes
+// and every thread's cache.
+PAGEMALLOC_EXPORT int malloc_trim(size_t) { return heap().purge() > 0 ? 1 : 0; }
 
 PAGEMALLOC_EXPORT size_t malloc_usable_size(void* p) {
   return heap().usable_size(p, "malloc_usable_size");
