@@ -20,6 +20,7 @@ packages=(
   coreutils binutils diffutils mawk              # the drop-in tests: sort, nm, cmp, awk
   perl lua5.4 ruby sqlite3 jq                    # real programs: drop-in tests, benchmarks/real_programs
   libpython3.11-testsuite                        # CPython's regression tests: a drop-in test
+  stress-ng                                      # stress-ng's malloc, fork and thread stressors: a drop-in test
   duktape mujs                                   # JavaScript engines: the tree-overhead study
   redis-server redis-tools                       # real programs: redis-server, redis-cli, redis-benchmark
   libjemalloc2 g++                               # real programs: jemalloc preload, the g++ compile
