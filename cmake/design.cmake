@@ -8,7 +8,7 @@
 #   PAGEMALLOC_THREAD_CACHES       ON | OFF
 #   PAGEMALLOC_TRANSFER_STASH      ON | OFF
 #   PAGEMALLOC_ARENAS              0 (one per two CPUs) | N
-#   PAGEMALLOC_MAX_SMALL_SIZE      2048 | 16384
+#   PAGEMALLOC_MAX_SMALL_SIZE      2048 | 16384 | 65536
 #   PAGEMALLOC_RELEASE_CURRENT_SLAB ON | OFF
 #   PAGEMALLOC_ALLOCATED_RUNS_TREE ON | OFF
 #   PAGEMALLOC_VALIDATE_FREE       ON | OFF
@@ -24,7 +24,7 @@ set_property(CACHE PAGEMALLOC_RUNS PROPERTY STRINGS "" pagemap hybrid rbtree)
 set(PAGEMALLOC_THREAD_CACHES "" CACHE STRING "per-thread caches of small blocks: ON | OFF (empty: the preset's)")
 set(PAGEMALLOC_TRANSFER_STASH "" CACHE STRING "arenas stash the regions caches return: ON | OFF (empty: the preset's)")
 set(PAGEMALLOC_ARENAS "" CACHE STRING "automatic arenas by default: 0 (one per two CPUs) or N (empty: the preset's)")
-set(PAGEMALLOC_MAX_SMALL_SIZE "" CACHE STRING "largest slab size: 2048 | 16384 (empty: the preset's)")
+set(PAGEMALLOC_MAX_SMALL_SIZE "" CACHE STRING "largest slab size: 2048 | 16384 | 65536 (empty: the preset's)")
 set(PAGEMALLOC_RELEASE_CURRENT_SLAB "" CACHE STRING
     "release a bin's current slab when it empties: ON | OFF (empty: the preset's)")
 set(PAGEMALLOC_ALLOCATED_RUNS_TREE "" CACHE STRING
@@ -101,7 +101,7 @@ endfunction()
 design_override(PAGEMALLOC_THREAD_CACHES kThreadCaches bool)
 design_override(PAGEMALLOC_TRANSFER_STASH kTransferStash bool)
 design_override(PAGEMALLOC_ARENAS kArenas count)
-design_override(PAGEMALLOC_MAX_SMALL_SIZE kMaxSmallSize 2048 16384)
+design_override(PAGEMALLOC_MAX_SMALL_SIZE kMaxSmallSize 2048 16384 65536)
 design_override(PAGEMALLOC_RELEASE_CURRENT_SLAB kReleaseCurrentSlab bool)
 design_override(PAGEMALLOC_ALLOCATED_RUNS_TREE kAllocatedRunsTree bool)
 design_override(PAGEMALLOC_VALIDATE_FREE kValidateFree bool)

@@ -471,11 +471,11 @@ TEST(ZeroedMemory, RallocxZeroZeroesTheGrownBytesOfSmallAndHugeBlocks) {
 }
 
 TEST(ZeroedMemory, RallocxZeroZeroesDirtyPagesGrownIntoInPlace) {
-  auto [block, neighbour] = allocate_adjacent_pair(40 * KiB);
-  ASSERT_NE(block, nullptr) << "no two of 1024 blocks of 40 KiB were adjacent";
+  auto [block, neighbour] = allocate_adjacent_pair(72 * KiB);  // runs: above the slab classes
+  ASSERT_NE(block, nullptr) << "no two of 1024 blocks of 72 KiB were adjacent";
   std::memset(neighbour, 0xAB, pm_malloc_usable_size(neighbour));
   pm_free(neighbour);
-  check_rallocx_zero_grows(block, 80 * KiB);
+  check_rallocx_zero_grows(block, 144 * KiB);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -493,27 +493,28 @@ TEST(ResizeInPlace, XallocxOfSmallBlockToAnotherClassKeepsTheBlock) {
 }
 
 TEST(ResizeInPlace, XallocxGrowsIntoFreePagesAndNotIntoLiveOnes) {
-  auto [block, neighbour] = allocate_adjacent_pair(40 * KiB);
-  ASSERT_NE(block, nullptr) << "no two of 1024 blocks of 40 KiB were adjacent";
+  // Blocks of 72 KiB: runs of pages, above the largest slab class (64 KiB).
+  auto [block, neighbour] = allocate_adjacent_pair(72 * KiB);
+  ASSERT_NE(block, nullptr) << "no two of 1024 blocks of 72 KiB were adjacent";
   const std::size_t usable = pm_malloc_usable_size(block);
-  ASSERT_GE(usable, 40 * KiB);
+  ASSERT_GE(usable, 72 * KiB);
   fill_pattern(block, usable, 1);
 
   // The neighbour is live: nothing to grow into.
-  EXPECT_EQ(pm_xallocx(block, 60000, 0, 0), usable) << "grew over a live block";
+  EXPECT_EQ(pm_xallocx(block, 100000, 0, 0), usable) << "grew over a live block";
   EXPECT_EQ(pm_malloc_usable_size(block), usable);
 
-  // The neighbour's pages are free: growing to 60000 fits.
+  // The neighbour's pages are free: growing to 100000 fits.
   pm_free(neighbour);
-  const std::size_t grown = pm_xallocx(block, 60000, 0, 0);
-  EXPECT_GE(grown, 60000u);
+  const std::size_t grown = pm_xallocx(block, 100000, 0, 0);
+  EXPECT_GE(grown, 100000u);
   EXPECT_EQ(pm_malloc_usable_size(block), grown);
   EXPECT_EQ(pattern_mismatch(block, usable, 1), usable);
   fill_pattern(block, grown, 2);
 
-  // size + extra = 80000 still fits in the two blocks' pages (81920 bytes).
-  const std::size_t with_extra = pm_xallocx(block, 60000, 20000, 0);
-  EXPECT_GE(with_extra, 80000u) << "the extra bytes were not taken though the pages were free";
+  // size + extra = 140000 still fits in the two blocks' pages (147456 bytes).
+  const std::size_t with_extra = pm_xallocx(block, 100000, 40000, 0);
+  EXPECT_GE(with_extra, 140000u) << "the extra bytes were not taken though the pages were free";
   EXPECT_EQ(pm_malloc_usable_size(block), with_extra);
   EXPECT_EQ(pattern_mismatch(block, grown, 2), grown);
 

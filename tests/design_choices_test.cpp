@@ -14,8 +14,8 @@
 
 #include "address_map.h"
 #include "arena.h"
-#include "chunk_tree.h"
 #include "build_config.h"
+#include "chunk_tree.h"
 #include "heap.h"
 #include "placement.h"
 #include "size_classes.h"
@@ -61,11 +61,11 @@ TEST(DesignChoices, AnEmptiedCurrentSlabIsReleasedOrKeptAsTheDesignSays) {
   ASSERT_NE(p, nullptr);
   const std::size_t slab_pages = kSizeClasses[kClass].slab_pages;
   EXPECT_EQ(arena->stats().active_pages, slab_pages);
-  arena->free_small(static_cast<pagemalloc::Slab*>(
-                        pagemalloc::page_entry(pagemalloc::chunk_base_of(p),
-                                               pagemalloc::page_index_of(p))
-                            .slab_descriptor()),
-                    p, "test");
+  arena->free_small(
+      static_cast<pagemalloc::Slab*>(
+          pagemalloc::page_entry(pagemalloc::chunk_base_of(p), pagemalloc::page_index_of(p))
+              .slab_descriptor()),
+      p, "test");
   EXPECT_EQ(arena->stats().active_pages, BuildConfig::kReleaseCurrentSlab ? 0u : slab_pages);
   EXPECT_EQ(arena->check_blocks(), nullptr);
 }
@@ -94,13 +94,13 @@ TEST(DesignChoices, AFlushedBatchIsStashedOrReturnedToItsSlabAsTheDesignSays) {
 // right either way, also after it is resized. (That a freed run is no longer found is
 // tested on the tree itself: run_managers_test.)
 TEST(DesignChoices, ALargeBlocksLengthIsRightWhereverItIsKept) {
-  const std::size_t size = 5 * pagemalloc::kPageSize + 100;
+  const std::size_t size = 17 * pagemalloc::kPageSize + 100;  // above every slab class
   void* p = pm_malloc(size);
   ASSERT_NE(p, nullptr);
-  EXPECT_EQ(pm_malloc_usable_size(p), 6 * pagemalloc::kPageSize);
-  void* q = pm_rallocx(p, 9 * pagemalloc::kPageSize, 0);
+  EXPECT_EQ(pm_malloc_usable_size(p), 18 * pagemalloc::kPageSize);
+  void* q = pm_rallocx(p, 21 * pagemalloc::kPageSize, 0);
   ASSERT_NE(q, nullptr);
-  EXPECT_EQ(pm_sallocx(q, 0), 9 * pagemalloc::kPageSize);
+  EXPECT_EQ(pm_sallocx(q, 0), 21 * pagemalloc::kPageSize);
   EXPECT_EQ(pagemalloc::heap().check_invariants(), nullptr);
   pm_free(q);
 }

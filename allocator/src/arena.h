@@ -1,7 +1,7 @@
 // An arena: one run manager and the slabs and large blocks cut from its runs, behind one lock
 // (and a lock per stash, below).
 //
-//   small (<= 16 KiB)   a region of a slab; each size class has a bin: the slab being
+//   small (<= 64 KiB)   a region of a slab; each size class has a bin: the slab being
 //                       allocated from, a list of the others that have free regions, and a
 //                       stash of free regions that thread caches flushed (as tcmalloc's
 //                       transfer cache): a flush or a refill moves a batch of pointers with
@@ -54,8 +54,8 @@ constexpr unsigned stash_capacity(unsigned size_class) {
   return by_bytes < 2048 ? by_bytes : 2048;
 }
 // The stashes of all classes, packed one after another: class c's starts at
-// kStashOffsets[c] and holds stash_capacity(c) slots (some 20,000 slots in all, for 16 KiB
-// slabs; a design with fewer classes takes the first kStashOffsets[its class count]).
+// kStashOffsets[c] and holds stash_capacity(c) slots (some 20,000 slots in all, for classes
+// up to 64 KiB; a design with fewer classes takes the first kStashOffsets[its class count]).
 inline constexpr auto kStashOffsets = [] {
   std::array<unsigned, kAllClassesCount + 1> offsets{};
   for (unsigned c = 0; c < kAllClassesCount; ++c) offsets[c + 1] = offsets[c] + stash_capacity(c);

@@ -14,7 +14,8 @@
 //   kArenas              automatic arenas when PAGEMALLOC_CONF sets no narenas: 0 is one per
 //                        CPU (automatic_arenas.h)
 //   kMaxSmallSize        the largest size served from slabs (2 KiB: jemalloc's bins in 2008,
-//                        half a page; 16 KiB today); anything larger is a run of pages
+//                        half a page; 64 KiB today, 16 KiB before); anything larger is a run
+//                        of pages
 //   kReleaseCurrentSlab  a slab goes back to the run manager as soon as it empties, even the
 //                        one its bin allocates from (jemalloc in 2008); off, that one is kept
 //   kAllocatedRunsTree   every allocated run also sits in an address tree, searched for a
@@ -55,7 +56,7 @@ struct DefaultConfig {
   static constexpr bool kThreadCaches = true;
   static constexpr bool kTransferStash = true;
   static constexpr unsigned kArenas = 0;
-  static constexpr std::size_t kMaxSmallSize = 16384;
+  static constexpr std::size_t kMaxSmallSize = 65536;
   static constexpr bool kReleaseCurrentSlab = false;
   static constexpr bool kAllocatedRunsTree = false;
   static constexpr bool kValidateFree = false;

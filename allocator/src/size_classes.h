@@ -1,16 +1,22 @@
 // Size classes: the sizes a small request is rounded up to, and the slab that holds each.
 //
-// Classes are 8, then multiples of 16 up to 128, then eight per doubling up to 16 KiB
-// (144, 160, ..., 256, 288, 320, ...), as mimalloc's; up to 2 KiB in a build whose design
-// says so (a Config's kMaxSmallSize, presets.h; SizeClassTable). A request above 128 bytes wastes
-// at most 1/8 of its block (four per doubling, as jemalloc's, lose up to a quarter: a program's
-// most common object of 392 bytes takes 448 there, 416 here); below, waste is under the
-// 16-byte alignment granule. Every request above the largest class is a run of whole pages
-// (at most 20% waste, at 16 KiB + 1).
+// Classes are 8, then multiples of 16 up to 128, then eight per doubling up to 64 KiB
+// (144, 160, ..., 256, 288, 320, ...), as mimalloc's; up to 16 KiB or 2 KiB in a build whose
+// design says so (a Config's kMaxSmallSize, presets.h; SizeClassTable). A request above 128
+// bytes wastes at most 1/8 of its block (four per doubling, as jemalloc's, lose up to a
+// quarter: a program's most common object of 392 bytes takes 448 there, 416 here); below, waste
+// is under the 16-byte alignment granule. Every request above the largest class is a run of
+// whole pages (at most 7% waste, at 64 KiB + 1).
 //
-// A slab is a run of 1..16 pages cut into equal regions of one class; its geometry is chosen
-// at compile time so that the tail it cannot use is small. Region index = offset * magic >> 32
-// (exact for every offset in a slab), so freeing needs no division.
+// Classes above 16 KiB keep blocks that programs replace by the thousand (buffers, a
+// runtime's pages) in the thread caches, where a run of pages took the arena's lock for every
+// allocation and free and was carved from other pages each time (docs/measurements.md,
+// "Slab classes up to 64 KiB").
+//
+// A slab is a run of 1..16 pages (1..64 for classes above 16 KiB) cut into equal regions of
+// one class; its geometry is chosen at compile time so that the tail it cannot use is small.
+// Region index = offset * magic >> kMagicShift (exact for every offset in a slab), so freeing
+// needs no division.
 #pragma once
 
 #include <algorithm>
@@ -25,14 +31,19 @@
 namespace pagemalloc {
 
 inline constexpr std::size_t kMaxSlabRegions = 512;
-inline constexpr std::size_t kMaxSlabPages = 16;
+inline constexpr std::size_t kMaxSlabPages = 64;
+// Classes up to 16 KiB keep slabs of at most this many pages.
+inline constexpr std::size_t kMaxSmallSlabPages = 16;
 inline constexpr std::uint32_t kClassesPerDoubling = 8;  // above 128 bytes
+// Wide enough that offset * magic is exact for every offset of a 64-page slab (with 32, only
+// within 16 pages), narrow enough that the product fits 64 bits.
+inline constexpr unsigned kMagicShift = 48;
 
 struct SizeClass {
   std::uint32_t size;        // bytes per region
   std::uint32_t slab_pages;  // pages per slab
   std::uint32_t regions;     // regions per slab, <= kMaxSlabRegions
-  std::uint64_t magic;       // ceil(2^32 / size): index = offset * magic >> 32
+  std::uint64_t magic;       // ceil(2^kMagicShift / size): index = offset * magic >> kMagicShift
 };
 
 namespace detail {
@@ -45,12 +56,14 @@ constexpr std::size_t count_classes(std::size_t max_small_size) {
 }
 
 constexpr SizeClass make_class(std::uint32_t size) {
-  // The fewest pages that hold at least four regions (where 16 pages can) and whose tail
-  // waste is at most 1/64 of the slab; else the least waste.
-  const std::uint64_t min_regions = std::min<std::uint64_t>(4, kMaxSlabPages * kPageSize / size);
+  // The fewest pages that hold at least four regions (where the class's most pages can) and
+  // whose tail waste is at most 1/64 of the slab; else the least waste.
+  const std::size_t max_pages =
+      size <= (std::size_t{16} << 10) ? kMaxSmallSlabPages : kMaxSlabPages;
+  const std::uint64_t min_regions = std::min<std::uint64_t>(4, max_pages * kPageSize / size);
   std::uint32_t best_pages = 1;
   std::uint64_t best_waste = ~std::uint64_t{0};
-  for (std::uint32_t pages = 1; pages <= kMaxSlabPages; ++pages) {
+  for (std::uint32_t pages = 1; pages <= max_pages; ++pages) {
     std::uint64_t bytes = std::uint64_t{pages} * kPageSize;
     if (bytes / size < min_regions || bytes / size > kMaxSlabRegions) continue;
     std::uint64_t waste = bytes % size;
@@ -64,7 +77,7 @@ constexpr SizeClass make_class(std::uint32_t size) {
     }
   }
   std::uint32_t regions = std::uint32_t(best_pages * kPageSize / size);
-  std::uint64_t magic = ((std::uint64_t{1} << 32) + size - 1) / size;
+  std::uint64_t magic = ((std::uint64_t{1} << kMagicShift) + size - 1) / size;
   return SizeClass{size, best_pages, regions, magic};
 }
 
@@ -106,11 +119,11 @@ constexpr auto make_coarse_lookup(const Classes& classes) {
 // The size classes of a design whose slabs end at kMax bytes (a Config's kMaxSmallSize).
 template <std::size_t kMax>
 struct SizeClassTable {
-  static_assert(kMax == 2048 || kMax == 16384);
+  static_assert(kMax == 2048 || kMax == 16384 || kMax == 65536);
   static constexpr std::size_t kMaxSmallSize = kMax;
   static constexpr auto kClasses = detail::make_classes<kMax>();
   static constexpr std::size_t kCount = kClasses.size();
-  static_assert(kCount == (kMax == 16384 ? 65 : 41));
+  static_assert(kCount == (kMax == 65536 ? 81 : kMax == 16384 ? 65 : 41));
   static_assert(kClasses.back().size == kMax);
 
   // Requires: size <= kMax. Size 0 has the class of size 1 (a malloc(0) block).
@@ -142,8 +155,8 @@ struct SizeClassTable {
 // Every class of any design: a design's classes are the first of these, up to its
 // kMaxSmallSize (a class is the same in every table it is in), so a slab, a stash or a
 // cache bin looks its class up here whatever its Config.
-inline constexpr const auto& kAllSizeClasses = SizeClassTable<16384>::kClasses;
-inline constexpr std::size_t kAllClassesCount = SizeClassTable<16384>::kCount;
+inline constexpr const auto& kAllSizeClasses = SizeClassTable<65536>::kClasses;
+inline constexpr std::size_t kAllClassesCount = SizeClassTable<65536>::kCount;
 static_assert(kAllClassesCount < 128, "a slab's page-map entry holds its class below 128");
 static_assert([] {
   for (std::size_t c = 0; c < SizeClassTable<2048>::kCount; ++c)
@@ -160,7 +173,7 @@ constexpr unsigned size_class_of(std::size_t size) { return BuildSizeClasses::cl
 static_assert(size_class_of(0) == size_class_of(1));
 
 constexpr std::uint32_t region_index(const SizeClass& sc, std::size_t offset) {
-  return std::uint32_t((offset * sc.magic) >> 32);
+  return std::uint32_t((offset * sc.magic) >> kMagicShift);
 }
 
 // The magic division is exact for every offset a slab can hold.
