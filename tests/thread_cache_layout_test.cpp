@@ -80,7 +80,8 @@ TEST(ThreadCacheLayout, AGrowingStackMovesToPackedRoomThenToItsOwn) {
   constexpr std::size_t kSize = 64;
   constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
   static_assert(ThreadCache::initial_limit(kClass) * 2 <= pagemalloc::kPackedGrowth);
-  constexpr std::size_t kFirstStacks = pagemalloc::kCacheInitialOffsets.back() * sizeof(void*);
+  constexpr std::size_t kFirstStacks =
+      pagemalloc::kCacheInitialOffsets[pagemalloc::kNumClasses] * sizeof(void*);
   constexpr std::size_t kPackedGrowths = pagemalloc::kCachePackedGrowthSlots * sizeof(void*);
   std::thread thread([&] {
     std::vector<void*> blocks(1000);
