@@ -19,7 +19,10 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
 take_library_argument "$@"
-command -v stress-ng >/dev/null || { echo "FAIL: stress-ng not found (apt-get install stress-ng)" >&2; exit 1; }
+if ! command -v stress-ng >/dev/null; then
+  echo "FAIL: stress-ng not found (apt-get install stress-ng)" >&2
+  exit 1
+fi
 make_work_directory
 
 configurations=(
@@ -51,4 +54,5 @@ done
 ( cd "$work" && LD_PRELOAD="$lib" LD_DEBUG=bindings LD_DEBUG_OUTPUT="$work/ld" \
     stress-ng --malloc 1 --malloc-ops 1000 --timeout 2 ) >/dev/null 2>&1
 expect_malloc_bound_to "$lib" "$work"/ld.*
-echo "ok: stress-ng passed ${#configurations[@]} configurations, malloc bound to $(basename -- "$lib")"
+echo "ok: stress-ng passed ${#configurations[@]} configurations," \
+  "malloc bound to $(basename -- "$lib")"
