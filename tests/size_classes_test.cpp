@@ -65,6 +65,17 @@ TEST(SizeClasses, SlabsHoldBetweenOneAndFiveHundredTwelveRegionsWithLittleTail) 
   }
 }
 
+// The classes above 16 KiB get slabs of up to kMaxSlabPages; those up to 16 KiB keep the
+// geometry they had when they were the largest (at most kMaxSmallSlabPages).
+TEST(SizeClasses, ClassesUpTo16KiBKeepSlabsOfAtMost16Pages) {
+  for (const SizeClass& sc : kAllSizeClasses) {
+    if (sc.size <= 16384) {
+      EXPECT_LE(sc.slab_pages, kMaxSmallSlabPages) << "class " << sc.size;
+    }
+    EXPECT_LE(sc.slab_pages, kMaxSlabPages) << "class " << sc.size;
+  }
+}
+
 TEST(SizeClasses, RegionIndexMagicIsExactForEveryOffsetInASlab) {
   for (const SizeClass& sc : kSizeClasses) {
     for (std::size_t offset = 0; offset < std::size_t{sc.slab_pages} * kPageSize; ++offset) {
@@ -94,6 +105,26 @@ TEST(Placement, KindsFollowTheThresholds) {
   EXPECT_EQ(place(kMaxRunPages.bytes() + 1, 1).kind, BlockKind::Huge);
   EXPECT_EQ(place(SIZE_MAX, 1).kind, BlockKind::Invalid);
   EXPECT_EQ(place(100, std::size_t{1} << 13).kind, BlockKind::Large);
+}
+
+// The default design serves 16-64 KiB from slab classes (at most 1/8 rounding), not runs of
+// whole pages; a block freed comes back from the thread's cache.
+TEST(Placement, BlocksOf16To64KiBAreSlabRegionsInTheDefaultDesign) {
+  if (kMaxSmallSize < 65536) GTEST_SKIP() << "a design whose slabs end below 64 KiB";
+  for (std::size_t size : {16385ul, 20000ul, 40000ul, 65536ul}) {
+    const Placement where = place(size, 1);
+    EXPECT_EQ(where.kind, BlockKind::Small) << size;
+    EXPECT_LE(where.usable, size + size / 8) << size;
+    void* p = pm_malloc(size);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(pm_malloc_usable_size(p), where.usable) << size;
+    pm_free(p);
+    if (BuildConfig::kThreadCaches) {
+      void* q = pm_malloc(size);
+      EXPECT_EQ(q, p) << size << ": not the region just freed";
+      pm_free(q);
+    }
+  }
 }
 
 TEST(Placement, NallocxIsWhatAnAllocationGets) {
