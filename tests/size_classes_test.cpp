@@ -97,6 +97,27 @@ TEST(Placement, AlignedSmallClassesKeepEveryRegionAligned) {
   }
 }
 
+// The smallest class that both holds the size and is a multiple of the alignment, as a search
+// through every class finds it, in each table a design may build with.
+template <class Table>
+void expect_smallest_aligned_classes() {
+  for (std::size_t align = 1; align <= kPageSize; align *= 2) {
+    for (std::size_t size = 0; size <= Table::kMaxSmallSize + 64; size += size < 1024 ? 1 : 61) {
+      unsigned expected = 0;
+      while (expected < Table::kCount &&
+             (Table::kClasses[expected].size < size || Table::kClasses[expected].size % align != 0))
+        ++expected;
+      ASSERT_EQ(Table::class_aligned(size, align), expected) << size << " aligned to " << align;
+    }
+  }
+}
+
+TEST(Placement, AnAlignedRequestTakesTheSmallestClassThatIsAMultipleOfItsAlignment) {
+  expect_smallest_aligned_classes<SizeClassTable<2048>>();
+  expect_smallest_aligned_classes<SizeClassTable<16384>>();
+  expect_smallest_aligned_classes<SizeClassTable<65536>>();
+}
+
 TEST(Placement, KindsFollowTheThresholds) {
   EXPECT_EQ(place(0, 1).kind, BlockKind::Small);
   EXPECT_EQ(place(kMaxSmallSize, 1).kind, BlockKind::Small);

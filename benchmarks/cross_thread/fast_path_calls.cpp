@@ -9,6 +9,7 @@
 //   mixed      N times: malloc/free of a size cycling through 8 classes from 16 to 1024 bytes
 //   batch      N/64 times: 64 mallocs of 48 bytes, then their 64 frees (newest first)
 //   sized      N times: p = operator new(32); operator delete(p, 32) (the C++14 sized delete)
+//   aligned    N times: p = aligned_alloc(A, 100); free(p), A cycling through 64, 256 and 4096
 //   lone16     pair16 without the blocks kept alive (below)
 // and N a whole number from 1 to 10^9. Every mode but lone16 first allocates 64 blocks of each
 // size it uses and keeps them to the end, as a program holds other objects: otherwise the page
@@ -39,6 +40,9 @@ extern "C" {
 // never cloned under another name).
 __attribute__((noipa)) void* measured_malloc(std::size_t size) { return std::malloc(size); }
 __attribute__((noipa)) void measured_free(void* pointer) { std::free(pointer); }
+__attribute__((noipa)) void* measured_aligned_alloc(std::size_t align, std::size_t size) {
+  return std::aligned_alloc(align, size);
+}
 __attribute__((noipa)) void* measured_new(std::size_t size) { return ::operator new(size); }
 __attribute__((noipa)) void measured_sized_delete(void* pointer, std::size_t size) {
   ::operator delete(pointer, size);
@@ -48,6 +52,7 @@ __attribute__((noipa)) void measured_sized_delete(void* pointer, std::size_t siz
 namespace {
 
 constexpr std::size_t mixed_sizes[] = {16, 32, 48, 64, 128, 256, 512, 1024};
+constexpr std::size_t aligned_alignments[] = {64, 256, 4096};
 constexpr std::size_t batch_size = 64;
 constexpr std::uint64_t warm_up = 4096;
 
@@ -88,6 +93,14 @@ void sized(std::uint64_t n) {
   }
 }
 
+void aligned(std::uint64_t n) {
+  for (std::uint64_t i = 0; i < n; ++i) {
+    void* p = measured_aligned_alloc(aligned_alignments[i % std::size(aligned_alignments)], 100);
+    checksum += reinterpret_cast<std::uintptr_t>(p) & 0xfff;
+    measured_free(p);
+  }
+}
+
 // Blocks of `size` bytes that stay allocated until the process ends.
 void keep_alive(std::size_t size) {
   static void* kept[1024];
@@ -106,10 +119,11 @@ const Mode modes[] = {{"pair16", pair16, {16}},
                       {"mixed", mixed, {16, 32, 48, 64, 128, 256, 512, 1024}},
                       {"batch", batch, {48}},
                       {"sized", sized, {32}},
+                      {"aligned", aligned, {128, 256, 4096}},
                       {"lone16", pair16, {}}};
 
 int usage(const char* program) {
-  fmt::print(stderr, "usage: {} pair16|mixed|batch|sized|lone16 N (1 <= N <= 1000000000)\n",
+  fmt::print(stderr, "usage: {} pair16|mixed|batch|sized|aligned|lone16 N (1 <= N <= 1000000000)\n",
              program);
   return 2;
 }

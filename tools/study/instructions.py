@@ -2,13 +2,14 @@
 (papers/cross-thread/instructions.md).
 
 benchmarks/cross_thread/fast_path_calls runs N allocations and frees through named wrapper
-functions (measured_malloc, measured_free, measured_new, measured_sized_delete) in one of four
+functions (measured_malloc, measured_free, measured_new, measured_sized_delete, measured_aligned_alloc) in one of six
 modes:
 
   pair16   malloc(16) then free, N times
   mixed    malloc/free of a size cycling through 8 classes from 16 to 1024 bytes
   batch    64 mallocs of 48 bytes, then their 64 frees, N/64 times
   sized    operator new(32) then the sized operator delete(p, 32), N times
+  aligned  aligned_alloc(A, 100) then free, A cycling through 64, 256 and 4096, N times
   lone16   pair16 without other blocks alive (the others keep 64 blocks of each size they
            use allocated throughout: otherwise a page or slab goes empty at every free)
 
@@ -49,6 +50,8 @@ MODES = [
     ("mixed", "measured_malloc", "measured_free", "malloc/free, 8 sizes 16-1024 B in turn"),
     ("batch", "measured_malloc", "measured_free", "64 x malloc(48), then 64 frees"),
     ("sized", "measured_new", "measured_sized_delete", "operator new(32), operator delete(p, 32)"),
+    ("aligned", "measured_aligned_alloc", "measured_free",
+     "aligned_alloc(64, 256 or 4096 in turn, 100), free"),
     ("lone16", "measured_malloc", "measured_free", "malloc(16), free, no other block alive"),
 ]
 COUNTS = (65536, 131072)  # multiples of 64 (batch mode)
