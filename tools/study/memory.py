@@ -21,6 +21,9 @@ shuffled from the seed and the round, each started through measure_run
   burst-idle      the same, sleeping after the burst; pagemalloc with background_thread:true
   small programs  cfrac_like, espresso_like, glibc_simple, mleak, mstress (the allocation
                   patterns of mimalloc-bench's small programs) and an empty C program
+  growth          realloc_growth: 1,000 strings grown a byte at a time to 4 KiB, and 16 grown
+                  8 bytes at a time to 100,000 bytes, all in turn (every size class crossed is
+                  used by all the strings and then left): reported, with no limit
 
 pagemalloc runs with PAGEMALLOC_CONF=decay_ms:2000 in the burst programs (its default is 10 s;
 the shorter decay keeps the study short, and the criterion is relative to it), and with its
@@ -34,6 +37,8 @@ The criteria (the medians over the rounds that succeeded):
   burst-idle    resident <= 10% of the burst (20 MiB) at the same time, with
                 background_thread:true, while the program sleeps
   small         geometric mean of pagemalloc's peak RSS / glibc's <= 1.3, and no program > 2
+  (growth has none: its table shows each allocator's peak RSS / glibc's and / the best
+  peer's)
 
 Writes results/memory.json (every sample), papers/memory/results.md, papers/memory/burst.png
 (resident size over time after the burst, per allocator), papers/memory/small.png and
@@ -52,7 +57,8 @@ from common import (PAPERS, RESULTS, fmt_ratio, geomean, log, machine_line, mark
 PAPER = PAPERS / "memory"
 ALLOCATORS = PEERS + ["pagemalloc"]
 PROGRAM_TARGETS = ["sparse_blocks", "calloc_after_sparse", "burst_then_small", "cfrac_like",
-                   "espresso_like", "glibc_simple", "mleak", "mstress", "empty"]
+                   "espresso_like", "glibc_simple", "mleak", "mstress", "realloc_growth",
+                   "empty"]
 TARGETS = PROGRAM_TARGETS + ["measure_run"]
 TIMEOUT_SECONDS = 120
 DECAY_MS = 2000
@@ -67,7 +73,7 @@ class Program:
     binary: str
     arguments: list
     quick_arguments: list
-    kind: str  # "sparse", "burst" or "small"
+    kind: str  # "sparse", "burst", "small" or "growth"
     title: str
     pagemalloc_conf: str = ""
 
@@ -104,6 +110,11 @@ PROGRAMS = [
             "(mleak's pattern)"),
     Program("mstress", "mstress", [], ["phases=4"], "small",
             "4 threads in 10 phases sharing a table of blocks (mimalloc's test-stress)"),
+    Program("growth-bytes", "realloc_growth", [], ["strings=250"], "growth",
+            "1,000 strings grown by realloc a byte at a time to 4 KiB, all in turn"),
+    Program("growth-steps", "realloc_growth", ["strings=16", "most=100000", "step=8"],
+            ["strings=4", "most=100000", "step=8"], "growth",
+            "16 strings grown by realloc 8 bytes at a time to 100,000 bytes, all in turn"),
 ]
 
 
@@ -361,6 +372,26 @@ def report(info, data):
                  markdown_table(["program"] + ALLOCATORS, rows), "",
                  "![small programs](small.png)", ""]
 
+    # Growing strings: reported, no limit.
+    growth = [p.name for p in PROGRAMS if p.kind == "growth"]
+    rows = []
+    for name in growth:
+        glibc = table[name]["glibc"]["maxrss_mib"]
+        best = min((table[name][a]["maxrss_mib"] for a in PEERS
+                    if table[name][a]["maxrss_mib"] is not None), default=None)
+        for a in ALLOCATORS:
+            m = table[name][a]["maxrss_mib"]
+            rows.append([name, a, fmt_mib(m, 2), fmt_ratio(ratio(m, glibc)),
+                         fmt_ratio(ratio(m, best)), str(table[name][a]["failed"])])
+    if growth:
+        commands = {n: " ".join([data["programs"][n]["binary"], *data["programs"][n]["arguments"]])
+                    for n in growth}
+        titles = "; ".join(f"{n}: {data['programs'][n]['title']} (`{commands[n]}`)"
+                           for n in growth)
+        sections += ["## Strings grown by realloc (no limit)", "", titles + ".", "",
+                     markdown_table(["program", "allocator", "peak RSS MiB", "/ glibc's",
+                                     "/ the best peer's", "failed rounds"], rows), ""]
+
     verdict_rows = [[name, c["text"], fmt_ratio(c["ratio"]), f"≤ {c['limit']:g}",
                      verdict(c["passed"])] for name, c in criteria.items()]
     text = "\n".join([
@@ -384,5 +415,10 @@ def report(info, data):
                                         "criteria": criteria, "medians": table})
     summary_rows = [[name, fmt_ratio(c["ratio"]), f"{c['limit']:g}", verdict(c["passed"])]
                     for name, c in criteria.items()]
+    growth_line = ", ".join(f"{n} {fmt_ratio(ratio(table[n]['pagemalloc']['maxrss_mib'], g))}"
+                            for n in growth
+                            for g in [table[n]["glibc"]["maxrss_mib"]])
     return [f"memory (papers/memory/results.md), transparent huge pages {data['huge_pages']}:",
-            text_table(["criterion", "pagemalloc", "limit", "verdict"], summary_rows)]
+            text_table(["criterion", "pagemalloc", "limit", "verdict"], summary_rows),
+            "  strings grown by realloc (no limit), pagemalloc's peak RSS / glibc's: "
+            + growth_line]
