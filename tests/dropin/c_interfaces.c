@@ -3,7 +3,10 @@
  *
  *   c_interfaces sized      free_sized and free_aligned_sized free what they are given
  *   c_interfaces mismatch   free_sized with a wrong size (run with checks:true: must abort)
- *   c_interfaces mallinfo   mallinfo2 reports pagemalloc's statistics
+ *   c_interfaces mallinfo   mallinfo2 and mallinfo report pagemalloc's statistics
+ *   c_interfaces reports    malloc_stats and malloc_info report them too (malloc_stats's text
+ *                           goes to stderr, with pm_stats's allocated and mapped printed
+ *                           before it to stdout, for the script to compare)
  *   c_interfaces trim       malloc_trim(0) returns freed pages to the OS (pm_purge)
  *   c_interfaces narenas    prints pm_ctl("narenas")
  *   c_interfaces exit       allocates, closes stderr and exits (statistics at exit)
@@ -11,6 +14,7 @@
  * Prints "ok: ..." and exits 0 when every check holds; names the failed check otherwise. */
 #include <pagemalloc/pagemalloc.h>
 
+#include <errno.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -80,8 +84,59 @@ static void check_mallinfo2(void) {
   check(now.uordblks == s.allocated, "uordblks == pm_stats.allocated");
   check(now.arena == s.mapped, "arena == pm_stats.mapped");
   check(now.fordblks == s.mapped - s.allocated, "fordblks == mapped - allocated");
+  /* mallinfo's fields are int: the same totals while they fit. */
+  pm_stats_get(&s);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* still called by programs */
+  const struct mallinfo narrow = mallinfo();
+#pragma GCC diagnostic pop
+  check(narrow.uordblks == (int)s.allocated, "mallinfo's uordblks == pm_stats.allocated");
+  check(narrow.arena == (int)s.mapped, "mallinfo's arena == pm_stats.mapped");
+  check(narrow.hblkhd == 0 && narrow.ordblks == 0, "mallinfo's other counts are 0");
   free(p);
-  if (failures == 0) printf("ok: mallinfo2 uordblks %zu, arena %zu\n", now.uordblks, now.arena);
+  if (failures == 0)
+    printf("ok: mallinfo2 and mallinfo uordblks %zu, arena %zu\n", now.uordblks, now.arena);
+}
+
+/* The number after `key` in text, or -1. */
+static long long number_after(const char* text, const char* key) {
+  const char* at = strstr(text, key);
+  return at == NULL ? -1 : strtoll(at + strlen(key), NULL, 10);
+}
+
+static void check_reports(void) {
+  printf("reports\n"); /* stdout's buffer, allocated before the statistics are read */
+  char* kept = malloc(3 << 20);
+  check(kept != NULL, "malloc(3 MiB)");
+  memset(kept, 1, 3 << 20);
+  check(malloc_info(1, stdout) == EINVAL, "malloc_info with options 1 returns EINVAL");
+  FILE* xml = tmpfile();
+  check(xml != NULL, "tmpfile");
+  if (xml == NULL) return;
+  fputc(' ', xml); /* the stream's buffer, allocated before the statistics are read */
+  rewind(xml);
+  pm_stats before, after;
+  pm_stats_get(&before);
+  check(malloc_info(0, xml) == 0, "malloc_info(0, stream) returns 0");
+  pm_stats_get(&after);
+  static char text[4096];
+  rewind(xml);
+  const size_t n = fread(text, 1, sizeof(text) - 1, xml);
+  text[n] = '\0';
+  fclose(xml);
+  check(strncmp(text, "<malloc version=\"1\">\n", 20) == 0, "malloc_info starts <malloc>");
+  check(n > 10 && strcmp(text + n - 10, "</malloc>\n") == 0, "malloc_info ends </malloc>");
+  const long long current = number_after(text, "<system type=\"current\" size=\"");
+  check(current >= (long long)before.mapped && current <= (long long)after.mapped,
+        "malloc_info's current system size is pm_stats.mapped");
+  /* malloc_stats: its text to stderr, the statistics read just before to stdout. */
+  fflush(stdout);
+  pm_stats now;
+  pm_stats_get(&now);
+  printf("allocated %zu mapped %zu\n", now.allocated, now.mapped);
+  fflush(stdout);
+  malloc_stats();
+  free(kept);
 }
 
 static void check_malloc_trim(void) {
@@ -117,6 +172,8 @@ int main(int argc, char** argv) {
     printf("free_sized with a wrong size returned\n");
   } else if (strcmp(mode, "mallinfo") == 0) {
     check_mallinfo2();
+  } else if (strcmp(mode, "reports") == 0) {
+    check_reports();
   } else if (strcmp(mode, "trim") == 0) {
     check_malloc_trim();
   } else if (strcmp(mode, "narenas") == 0) {
@@ -128,7 +185,7 @@ int main(int argc, char** argv) {
     check(kept != NULL, "malloc");
     close(STDERR_FILENO);
   } else {
-    fprintf(stderr, "usage: %s sized|mismatch|mallinfo|trim|narenas|exit\n", argv[0]);
+    fprintf(stderr, "usage: %s sized|mismatch|mallinfo|reports|trim|narenas|exit\n", argv[0]);
     return 2;
   }
   return failures == 0 ? 0 : 1;

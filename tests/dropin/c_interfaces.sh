@@ -8,8 +8,9 @@
 #   - C23's free_sized and free_aligned_sized free what they are given, with checks off and on
 #     (on: the sizes are compared with the blocks', and must match);
 #   - free_sized with a wrong size, under checks:true, aborts naming free_sized;
-#   - mallinfo2 reports pagemalloc's statistics (glibc's would count its own idle heap), and
-#     binds to the library under LD_PRELOAD too;
+#   - mallinfo2, mallinfo, malloc_stats and malloc_info report pagemalloc's statistics
+#     (glibc's would describe its own idle heap), and bind to the library under LD_PRELOAD
+#     too;
 #   - malloc_trim(0) returns the free pages to the OS (glibc's would trim only its own heap),
 #     and binds to the library under LD_PRELOAD too.
 set -euo pipefail
@@ -26,6 +27,16 @@ program() { LD_LIBRARY_PATH=$(dirname "$lib") "$@"; }
 program "$work/c_interfaces" sized
 PAGEMALLOC_CONF=checks:true program "$work/c_interfaces" sized
 program "$work/c_interfaces" mallinfo
+program "$work/c_interfaces" reports >"$work/out" 2>"$work/err"
+read -r _ allocated _ mapped < <(grep '^allocated' "$work/out")
+for line in "in use bytes     = *$allocated" "system bytes     = *$mapped" "Arena 0:"; do
+  if ! grep -qx -- "$line" "$work/err"; then
+    echo "FAIL: malloc_stats does not print '$line' (stdout: $(cat "$work/out")); stderr:" >&2
+    cat "$work/err" >&2
+    exit 1
+  fi
+done
+echo "ok: malloc_stats and malloc_info report pm_stats (allocated $allocated, mapped $mapped)"
 program "$work/c_interfaces" trim
 
 status=0
@@ -42,7 +53,7 @@ echo "ok: free_sized with a wrong size aborts: $(head -n 1 "$work/err")"
 expect_binding_under_preload() {
   local symbol=$1 mode=$2
   LD_PRELOAD=$lib LD_DEBUG=bindings LD_DEBUG_OUTPUT=$work/$mode program "$work/c_interfaces" \
-    "$mode" >/dev/null
+    "$mode" >/dev/null 2>"$work/$mode.stderr"
   if ! cat "$work/$mode".* | grep -F "symbol \`$symbol'" | grep -qF "/$(basename "$lib") ["; then
     echo "FAIL: $symbol does not bind to $(basename "$lib")" >&2
     exit 1
@@ -50,4 +61,7 @@ expect_binding_under_preload() {
   echo "ok: $symbol binds to $(basename "$lib")"
 }
 expect_binding_under_preload mallinfo2 mallinfo
+expect_binding_under_preload mallinfo mallinfo
+expect_binding_under_preload malloc_stats reports
+expect_binding_under_preload malloc_info reports
 expect_binding_under_preload malloc_trim trim
