@@ -113,6 +113,20 @@ PAGEMALLOC_EXPORT size_t malloc_usable_size(void* p) {
   return heap().usable_size(p, "malloc_usable_size");
 }
 
+// glibc's own names for its allocation functions, which some programs and libraries call to
+// reach the C library's malloc past any interposer: the same functions, so that a block from
+// either name may be freed by either (jemalloc, mimalloc and tcmalloc define them too).
+PAGEMALLOC_EXPORT void* __libc_malloc(size_t) __attribute__((alias("malloc"), copy(malloc)));
+PAGEMALLOC_EXPORT void __libc_free(void*) __attribute__((alias("free"), copy(free)));
+PAGEMALLOC_EXPORT void* __libc_calloc(size_t, size_t)
+    __attribute__((alias("calloc"), copy(calloc)));
+PAGEMALLOC_EXPORT void* __libc_realloc(void*, size_t)
+    __attribute__((alias("realloc"), copy(realloc)));
+PAGEMALLOC_EXPORT void* __libc_memalign(size_t, size_t)
+    __attribute__((alias("memalign"), copy(memalign)));
+PAGEMALLOC_EXPORT void* __libc_valloc(size_t) __attribute__((alias("valloc"), copy(valloc)));
+PAGEMALLOC_EXPORT void* __libc_pvalloc(size_t) __attribute__((alias("pvalloc"), copy(pvalloc)));
+
 // C++ operators: plain, array, nothrow, sized, aligned, and their combinations.
 void* operator new(std::size_t n) { return new_fast(n, 1); }
 void* operator new[](std::size_t n) { return new_fast(n, 1); }

@@ -8,6 +8,8 @@
  *                           goes to stderr, with pm_stats's allocated and mapped printed
  *                           before it to stdout, for the script to compare)
  *   c_interfaces trim       malloc_trim(0) returns freed pages to the OS (pm_purge)
+ *   c_interfaces libc_names glibc's __libc_malloc and its kin are pagemalloc's: blocks from
+ *                           either name are pagemalloc's blocks, freed by either
  *   c_interfaces narenas    prints pm_ctl("narenas")
  *   c_interfaces exit       allocates, closes stderr and exits (statistics at exit)
  *
@@ -21,6 +23,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* glibc exports these without declaring them. */
+void* __libc_malloc(size_t size);
+void __libc_free(void* p);
+void* __libc_calloc(size_t count, size_t size);
+void* __libc_realloc(void* p, size_t size);
+void* __libc_memalign(size_t alignment, size_t size);
+void* __libc_valloc(size_t size);
+void* __libc_pvalloc(size_t size);
 
 /* C23 (glibc 2.43); Debian 12's headers do not declare them. */
 void free_sized(void* p, size_t size);
@@ -162,6 +173,43 @@ static void check_malloc_trim(void) {
     printf("ok: malloc_trim returned %zu dirty bytes\n", before.dirty - after.dirty);
 }
 
+/* A block of at least `size` bytes that pagemalloc knows (pm_malloc_usable_size reports
+ * misuse of any other pointer). */
+static void check_ours(void* p, size_t size, const char* what) {
+  check(p != NULL && pm_malloc_usable_size(p) >= size, what);
+}
+
+static void check_libc_names(void) {
+  char* a = __libc_malloc(100);
+  check_ours(a, 100, "__libc_malloc(100) is pagemalloc's");
+  memset(a, 7, 100);
+  a = __libc_realloc(a, 100000);
+  check_ours(a, 100000, "__libc_realloc(p, 100000) is pagemalloc's");
+  check(a[0] == 7 && a[99] == 7, "__libc_realloc keeps the bytes");
+  free(a);
+  unsigned char* z = __libc_calloc(1000, 10);
+  check_ours(z, 10000, "__libc_calloc(1000, 10) is pagemalloc's");
+  int zero = 1;
+  for (int i = 0; i < 10000; ++i) zero &= z[i] == 0;
+  check(zero, "__libc_calloc's block reads zero");
+  __libc_free(z);
+  void* m = __libc_memalign(256, 300);
+  check_ours(m, 300, "__libc_memalign(256, 300) is pagemalloc's");
+  check((uintptr_t)m % 256 == 0, "__libc_memalign aligns");
+  void* v = __libc_valloc(5000);
+  check_ours(v, 5000, "__libc_valloc(5000) is pagemalloc's");
+  check((uintptr_t)v % 4096 == 0, "__libc_valloc aligns to the page");
+  void* pv = __libc_pvalloc(5000);
+  check_ours(pv, 8192, "__libc_pvalloc(5000) is pagemalloc's, two pages");
+  __libc_free(m);
+  __libc_free(v);
+  free(pv);
+  void* b = malloc(50);
+  __libc_free(b);
+  __libc_free(NULL);
+  if (failures == 0) printf("ok: __libc_malloc and its kin are pagemalloc's\n");
+}
+
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "";
   if (strcmp(mode, "sized") == 0) {
@@ -174,6 +222,8 @@ int main(int argc, char** argv) {
     check_mallinfo2();
   } else if (strcmp(mode, "reports") == 0) {
     check_reports();
+  } else if (strcmp(mode, "libc_names") == 0) {
+    check_libc_names();
   } else if (strcmp(mode, "trim") == 0) {
     check_malloc_trim();
   } else if (strcmp(mode, "narenas") == 0) {
@@ -185,7 +235,7 @@ int main(int argc, char** argv) {
     check(kept != NULL, "malloc");
     close(STDERR_FILENO);
   } else {
-    fprintf(stderr, "usage: %s sized|mismatch|mallinfo|reports|trim|narenas|exit\n", argv[0]);
+    fprintf(stderr, "usage: %s sized|mismatch|mallinfo|reports|trim|libc_names|narenas|exit\n", argv[0]);
     return 2;
   }
   return failures == 0 ? 0 : 1;

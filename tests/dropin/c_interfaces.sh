@@ -12,7 +12,9 @@
 #     (glibc's would describe its own idle heap), and bind to the library under LD_PRELOAD
 #     too;
 #   - malloc_trim(0) returns the free pages to the OS (glibc's would trim only its own heap),
-#     and binds to the library under LD_PRELOAD too.
+#     and binds to the library under LD_PRELOAD too;
+#   - glibc's __libc_malloc, __libc_free and their kin are the library's: their blocks are
+#     pagemalloc's, freed by either name, and they bind to it under LD_PRELOAD.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
@@ -38,6 +40,7 @@ for line in "in use bytes     = *$allocated" "system bytes     = *$mapped" "Aren
 done
 echo "ok: malloc_stats and malloc_info report pm_stats (allocated $allocated, mapped $mapped)"
 program "$work/c_interfaces" trim
+program "$work/c_interfaces" libc_names
 
 status=0
 PAGEMALLOC_CONF=checks:true program "$work/c_interfaces" mismatch >"$work/out" 2>"$work/err" ||
@@ -65,3 +68,5 @@ expect_binding_under_preload mallinfo mallinfo
 expect_binding_under_preload malloc_stats reports
 expect_binding_under_preload malloc_info reports
 expect_binding_under_preload malloc_trim trim
+expect_binding_under_preload __libc_malloc libc_names
+expect_binding_under_preload __libc_free libc_names

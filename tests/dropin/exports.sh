@@ -6,10 +6,10 @@
 #
 # The dynamic symbol table must hold every entry point a program may call (the pm_ API, the
 # standard allocation functions with C23's free_sized and free_aligned_sized, mallinfo2,
-# mallinfo, malloc_stats, malloc_info, malloc_trim, every operator new and delete) and
-# nothing else: a stray export (the fmt the library is built with, the allocator's own C++
-# code) could take the place of a program's symbol of the same name, or bind the library to
-# the program's copy. With PAGEMALLOC_JEMALLOC_NAMES=1 the
+# mallinfo, malloc_stats, malloc_info, malloc_trim, glibc's __libc_ names for them, every
+# operator new and delete) and nothing else: a stray export (the fmt the library is built
+# with, the allocator's own C++ code) could take the place of a program's symbol of the same
+# name, or bind the library to the program's copy. With PAGEMALLOC_JEMALLOC_NAMES=1 the
 # interface also holds jemalloc's names (libpagemalloc_je.so).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
@@ -19,7 +19,8 @@ take_library_argument "$@"
 exported=$(nm -D --defined-only -- "$lib" | awk '{print $3}' | sort)
 required="aligned_alloc calloc free malloc malloc_usable_size memalign posix_memalign pvalloc
 realloc reallocarray valloc free_sized free_aligned_sized mallinfo2 malloc_trim mallinfo
-malloc_stats malloc_info
+malloc_stats malloc_info __libc_malloc __libc_free __libc_calloc __libc_realloc __libc_memalign
+__libc_valloc __libc_pvalloc
 pm_malloc pm_calloc pm_realloc pm_free pm_posix_memalign
 pm_aligned_alloc pm_memalign pm_malloc_usable_size pm_mallocx pm_rallocx pm_xallocx pm_sallocx
 pm_dallocx pm_sdallocx pm_nallocx pm_arena_create pm_arena_create_ex pm_arena_reset
