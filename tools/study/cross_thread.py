@@ -8,7 +8,8 @@ by LD_PRELOAD (glibc: nothing preloaded; pagemalloc: the release tree's libpagem
                   (256 blocks per queue)
   pipeline-deep   the same with 16,384 blocks per queue, so that consumers can lag far behind
   rptest          rpmalloc-style random alloc/free, a share of blocks freed by the next thread
-  rptest-medium   the same with blocks of 16-64 KiB, each a run of pages under pagemalloc
+  rptest-medium   the same with blocks of 16-64 KiB (runs of pages under pagemalloc until its
+                  slab classes went up to 64 KiB)
   larson          Larson's server simulation: arrays handed to successor threads
   xmalloc         one thread allocates, another frees (4 pairs, xmalloc-test style)
   oversubscribed  16 threads on 2 CPUs, small blocks, some freed by another thread
@@ -74,8 +75,8 @@ PROGRAMS = [
     Program("rptest", "rptest_bench", [], ["loops=500"],
             "rpmalloc-style random alloc/free on 4 threads, a share freed by the next thread"),
     Program("rptest-medium", "rptest_bench", ["least=16384", "most=65536"], ["loops=500"],
-            "the same with blocks of 16-64 KiB: just above the slabs' classes, each a run of "
-            "pages"),
+            "the same with blocks of 16-64 KiB (runs of pages under pagemalloc until its slab "
+            "classes went up to 64 KiB)"),
     Program("larson", "larson_bench", [], ["generations=25"],
             "Larson server simulation: 4 arrays handed to successor threads, 100 generations"),
     Program("xmalloc", "xmalloc_bench", [], ["batches=4000"],
