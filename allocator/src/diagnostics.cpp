@@ -36,4 +36,15 @@ void report_size_mismatch(const char* call, const void* ptr, std::size_t size, s
 
 void warn(std::string_view message) { write_line("pagemalloc: {}", message); }
 
+void write_fully(int fd, std::string_view text) {
+  const char* data = text.data();
+  std::size_t size = text.size();
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n <= 0) return;
+    data += n;
+    size -= std::size_t(n);
+  }
+}
+
 }  // namespace pagemalloc

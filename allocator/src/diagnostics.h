@@ -14,5 +14,8 @@ namespace pagemalloc {
                                        std::size_t usable);
 // One line on stderr, prefixed "pagemalloc: ".
 void warn(std::string_view message);
+// Every byte of text to fd, through short writes; stops at an error (there is nowhere to
+// report it).
+void write_fully(int fd, std::string_view text);
 
 }  // namespace pagemalloc

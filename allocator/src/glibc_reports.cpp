@@ -23,6 +23,8 @@
 
 #include "format.h"
 
+#include "diagnostics.h"
+
 #include "pagemalloc/pagemalloc.h"
 
 namespace {
@@ -35,15 +37,6 @@ pm_stats current_stats() {
 
 std::size_t free_bytes(const pm_stats& s) {
   return s.mapped > s.allocated ? s.mapped - s.allocated : 0;
-}
-
-void write_all(int fd, const char* data, std::size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n <= 0) return;
-    data += n;
-    size -= std::size_t(n);
-  }
 }
 
 }  // namespace
@@ -87,7 +80,8 @@ __attribute__((visibility("default"))) void malloc_stats(void) noexcept {
                                   "max mmap bytes   = {:10}\n",
                                   s.mapped, s.allocated, s.mapped, s.allocated, 0, 0);
   std::fflush(stderr);  // after what the program wrote there, as glibc's does
-  write_all(STDERR_FILENO, text, r.size < sizeof(text) ? r.size : sizeof(text));
+  pagemalloc::write_fully(STDERR_FILENO,
+                          std::string_view(text, r.size < sizeof(text) ? r.size : sizeof(text)));
 }
 
 __attribute__((visibility("default"))) int malloc_info(int options, FILE* stream) noexcept {

@@ -19,15 +19,6 @@
 
 namespace {
 
-void write_all(int fd, const char* data, std::size_t size) {
-  while (size > 0) {
-    ssize_t n = ::write(fd, data, size);
-    if (n <= 0) return;
-    data += n;
-    size -= std::size_t(n);
-  }
-}
-
 // stats_file with "%p" replaced by the process id, into `out` (zero-terminated, cut short if
 // it does not fit).
 void expand_stats_file(const char* pattern, char* out, std::size_t capacity) {
@@ -140,5 +131,6 @@ std::size_t pagemalloc::format_stats(char* buffer, std::size_t capacity, bool js
 
 extern "C" void pm_stats_print(int fd, int json) {
   char buffer[pagemalloc::kStatsTextCapacity];
-  write_all(fd, buffer, pagemalloc::format_stats(buffer, sizeof(buffer), json != 0));
+  pagemalloc::write_fully(
+      fd, std::string_view(buffer, pagemalloc::format_stats(buffer, sizeof(buffer), json != 0)));
 }
