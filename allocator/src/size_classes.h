@@ -139,9 +139,9 @@ struct SizeClassTable {
   }
   // The smallest class that holds `size` bytes and whose regions are all aligned to `align`
   // (a power of two <= the page size: a slab starts on a page, so a class that is a multiple
-  // of `align` keeps every region aligned). kCount when none does.
-  // A multiple of `align` is at least `align`, so the search starts at its class: a few
-  // steps at most (a class of 100 bytes aligned to 4 KiB is the 4 KiB class, found at once).
+  // of `align` keeps every region aligned). kCount when none does. A multiple of `align` is
+  // at least `align`, so the search starts at that class and takes a few steps at most (100
+  // bytes aligned to 4 KiB is the 4 KiB class, found at once).
   static constexpr unsigned class_aligned(std::size_t size, std::size_t align) {
     if (size < align) size = align;
     if (size > kMax) return unsigned(kCount);

@@ -2,8 +2,8 @@
 (papers/cross-thread/instructions.md).
 
 benchmarks/cross_thread/fast_path_calls runs N allocations and frees through named wrapper
-functions (measured_malloc, measured_free, measured_new, measured_sized_delete, measured_aligned_alloc) in one of six
-modes:
+functions (measured_malloc, measured_free, measured_new, measured_sized_delete,
+measured_aligned_alloc) in one of six modes:
 
   pair16   malloc(16) then free, N times
   mixed    malloc/free of a size cycling through 8 classes from 16 to 1024 bytes
