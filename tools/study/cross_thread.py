@@ -15,6 +15,9 @@ by LD_PRELOAD (glibc: nothing preloaded; pagemalloc: the release tree's libpagem
   oversubscribed  16 threads on 2 CPUs, small blocks, some freed by another thread
   sh6bench        SmartHeap-style batches freed half oldest-first, half newest-first
   sh8bench        the same with the newest-first half freed by the next thread
+  false-sharing   2 threads each write 8-byte blocks of their own, each after freeing a block
+                  the main thread allocated beside the other's (Hoard's cache-scratch)
+  false-sharing-active  the same without the blocks handed over (Hoard's cache-thrash)
 
 Each program checks every block it frees and its totals, and must exit 0 and print its
 "all checked" line. One process per (program, allocator) and round, in an order shuffled from
@@ -50,7 +53,7 @@ from common import (PAPERS, RESULTS, fmt_ratio, log, machine_line, markdown_tabl
 PAPER = PAPERS / "cross-thread"
 ALLOCATORS = PEERS + ["pagemalloc"]
 TARGETS = ["pipeline_bench", "rptest_bench", "larson_bench", "xmalloc_bench",
-           "oversubscribed_bench", "shbench_bench", "measure_run"]
+           "oversubscribed_bench", "shbench_bench", "false_sharing_bench", "measure_run"]
 TIMEOUT_SECONDS = 120
 WALL_LIMIT, RSS_LIMIT, SYS_LIMIT = 1.1, 1.5, 2.0
 SYS_FLOOR_S = 0.010  # sys times below this are compared as this (see the criteria above)
@@ -88,6 +91,12 @@ PROGRAMS = [
             "half LIFO"),
     Program("sh8bench", "shbench_bench", ["cross=1", "rounds=3000"], ["rounds=1000"],
             "the same, the LIFO half of each batch freed by the next thread"),
+    Program("false-sharing", "false_sharing_bench", [], ["writes=300000"],
+            "2 threads each write 100 blocks of 8 B of their own in turn, 500,000 times a byte, "
+            "after freeing a block the main thread allocated beside the other's (cache-scratch)"),
+    Program("false-sharing-active", "false_sharing_bench", ["handoff=0"], ["writes=300000"],
+            "the same without the hand-off: only blocks given out side by side to the two "
+            "threads can share a cache line (cache-thrash)"),
 ]
 
 
