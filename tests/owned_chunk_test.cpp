@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <vector>
 
 #include "address_map.h"
 #include "heap.h"
@@ -70,6 +71,86 @@ TEST(OwnedChunk, ARememberedChunkIsAskedForAgainAfterAnOwnershipChange) {
       cache->owns_chunk(static_cast<const std::byte*>(chunk) + pagemalloc::kChunkSize * 1024))
       << "a chunk nobody owns";
   pm_free(block);
+}
+
+// Blocks of 64 bytes, allocated until they lie in `count` chunks; the first block of each
+// chunk in order of allocation, the rest of them in `all` (for the caller to free).
+std::vector<void*> blocks_in_chunks(std::size_t count, std::vector<void*>& all) {
+  std::vector<void*> firsts;
+  while (firsts.size() < count && all.size() < 4'000'000) {
+    void* block = pm_malloc(64);
+    if (block == nullptr) break;
+    all.push_back(block);
+    const void* chunk = pagemalloc::chunk_base_of(block);
+    bool known = false;
+    for (void* first : firsts) known = known || pagemalloc::chunk_base_of(first) == chunk;
+    if (!known) firsts.push_back(block);
+  }
+  return firsts;
+}
+
+// Frees that alternate between chunks find each chunk remembered, in its own slot, and an
+// ownership change empties the table: no chunk is trusted under a count it was not found
+// under.
+TEST(OwnedChunk, AThreadRemembersSeveralChunksUntilOwnershipChanges) {
+  std::vector<void*> all;
+  const std::vector<void*> firsts = blocks_in_chunks(3, all);
+  pagemalloc::ThreadCache* cache = pagemalloc::ThreadCache::current();
+  if (cache == nullptr || pagemalloc::options().checks.load())
+    GTEST_SKIP() << "no thread cache in this design, or checks on: the fast paths are not taken";
+  ASSERT_EQ(firsts.size(), 3u);
+  std::vector<const void*> chunks;
+  for (void* first : firsts) chunks.push_back(pagemalloc::chunk_base_of(first));
+  const auto slot = [](const void* chunk) {
+    return (reinterpret_cast<std::uintptr_t>(chunk) >> pagemalloc::kLgChunkSize) %
+           pagemalloc::kRememberedChunks;
+  };
+  ASSERT_NE(slot(chunks[0]), slot(chunks[1]));
+  ASSERT_NE(slot(chunks[1]), slot(chunks[2]));
+  ASSERT_NE(slot(chunks[0]), slot(chunks[2]));
+  for (const void* chunk : chunks) ASSERT_TRUE(cache->owns_chunk(chunk));
+  for (const void* chunk : chunks)
+    EXPECT_TRUE(pagemalloc::ThreadCache::remembers(chunk)) << "forgotten when another came in";
+
+  const std::uintptr_t entry = pagemalloc::address_map().get(chunks[0]);
+  int another_arena = 0;
+  ASSERT_TRUE(pagemalloc::address_map().set(
+      chunks[0], AddressMap::tag(&another_arena, AddressMap::kArenaChunk)));
+  ASSERT_TRUE(pagemalloc::address_map().set(chunks[0], entry));
+  for (const void* chunk : chunks)
+    EXPECT_FALSE(pagemalloc::ThreadCache::remembers(chunk)) << "trusted after a change";
+  ASSERT_TRUE(cache->owns_chunk(chunks[1]));
+  EXPECT_TRUE(pagemalloc::ThreadCache::remembers(chunks[1]));
+  EXPECT_FALSE(pagemalloc::ThreadCache::remembers(chunks[2]))
+      << "a chunk found before the change came back with the table's new count";
+  for (void* block : all) pm_free(block);
+}
+
+// Two chunks whose numbers differ by the table's size share a slot: the one found last is
+// remembered, the other is asked for again (and found again) at its next test.
+TEST(OwnedChunk, ChunksThatShareASlotTakeItInTurn) {
+  pm_free(pm_malloc(64));  // the thread's cache
+  pagemalloc::ThreadCache* cache = pagemalloc::ThreadCache::current();
+  if (cache == nullptr || pagemalloc::options().checks.load())
+    GTEST_SKIP() << "no thread cache in this design, or checks on: the fast paths are not taken";
+  // Two granules far from anything mapped, a table's size of chunks apart, named the cache's
+  // arena's for the test and given back to nobody after.
+  const auto base = std::uintptr_t{0x5b5b} << 32;
+  const auto* first = reinterpret_cast<const void*>(base);
+  const auto* second =
+      reinterpret_cast<const void*>(base + pagemalloc::kRememberedChunks * pagemalloc::kChunkSize);
+  const std::uintptr_t own = AddressMap::tag(cache->arena(), AddressMap::kArenaChunk);
+  ASSERT_TRUE(pagemalloc::address_map().set(first, own));
+  ASSERT_TRUE(pagemalloc::address_map().set(second, own));
+  EXPECT_TRUE(cache->owns_chunk(first));
+  EXPECT_TRUE(cache->owns_chunk(second));
+  EXPECT_TRUE(pagemalloc::ThreadCache::remembers(second));
+  EXPECT_FALSE(pagemalloc::ThreadCache::remembers(first)) << "two chunks in one slot";
+  EXPECT_TRUE(cache->owns_chunk(first)) << "found again";
+  ASSERT_TRUE(pagemalloc::address_map().set(first, 0));
+  ASSERT_TRUE(pagemalloc::address_map().set(second, 0));
+  EXPECT_FALSE(cache->owns_chunk(first));
+  EXPECT_FALSE(cache->owns_chunk(second));
 }
 
 // The fast free path has no test of chunk alignment: a chunk-aligned pointer must fail its

@@ -84,6 +84,11 @@ constexpr unsigned cache_foreign_limit(unsigned size_class) {
   return by_bytes < 2 ? 2 : unsigned(by_bytes);
 }
 
+// The chunks a thread remembers as its arena's (ThreadCache::owns_chunk): 64 MiB of chunks in
+// a row, in four lines of thread-local storage.
+inline constexpr std::size_t kRememberedChunks = 32;
+static_assert(std::has_single_bit(kRememberedChunks));
+
 // Per class, of every class any design has (a design's classes are the first of these:
 // size_classes.h).
 inline constexpr auto kCacheForeignLimits = [] {
@@ -148,11 +153,13 @@ class Allocator<Config>::ThreadCache {
   [[nodiscard]] Arena* arena() const { return arena_; }
 
   // Whether chunk (chunk-aligned) is one of this cache's arena's chunks, with checks off: the
-  // fast paths' test of a block to free or resize. The last chunk found so is remembered with
-  // the count of ownership changes it was found under (g_ownership_changes, address_map.h):
-  // while the count stays, a block in it is the arena's without a look at the address map
-  // (two dependent loads) or at the options. Requires: this is the calling thread's cache
-  // (what it remembers is the thread's: ThreadState).
+  // fast paths' test of a block to free or resize. A chunk found so is remembered in its slot
+  // of the thread's table (kRememberedChunks, slot = chunk number modulo their count), and the
+  // table holds the count of ownership changes its chunks were found under
+  // (g_ownership_changes, address_map.h): while the count stays, a block in a remembered chunk
+  // is the arena's without a look at the address map (two dependent loads) or at the options.
+  // When the count has moved, the table is emptied before a chunk enters it. Requires: this is
+  // the calling thread's cache (what it remembers is the thread's: ThreadState).
   bool owns_chunk(const void* chunk) {
     if (remembers(chunk)) [[likely]]
       return true;
@@ -160,16 +167,25 @@ class Allocator<Config>::ThreadCache {
     if (address_map().get(chunk) != AddressMap::tag(arena_, AddressMap::kArenaChunk) ||
         options().checks.load(std::memory_order_relaxed))
       return false;
-    t_.owned_chunk = reinterpret_cast<std::uintptr_t>(chunk);
-    t_.owned_under = changes;
+    if (t_.owned_under != changes) {
+      forget_chunks();
+      t_.owned_under = changes;
+    }
+    t_.owned_chunks[remembered_slot(chunk)] = reinterpret_cast<std::uintptr_t>(chunk);
     return true;
   }
 
-  // Whether chunk is the one the calling thread last found its arena's (owns_chunk), with the
-  // count of ownership changes unchanged since: the free path's first test, in a straight line.
-  // A thread remembers a chunk only while it has a cache: then remembering() is that cache.
+  // Whether chunk is one the calling thread found its arena's (owns_chunk) and still
+  // remembers, with the count of ownership changes unchanged since: the free path's first
+  // test, in a straight line. A program whose blocks lie in up to kRememberedChunks chunks in a
+  // row passes it on every free, so that the branch on it is always predicted: with one
+  // remembered chunk, frees that alternate between chunks missed at random, and each miss cost
+  // a pipeline flush (docs/measurements.md, "Frees spread over many chunks"). A thread
+  // remembers chunks only while it has a cache: then remembering() is that cache.
   static bool remembers(const void* chunk) {
-    return __builtin_expect(reinterpret_cast<std::uintptr_t>(chunk) == t_.owned_chunk, 1) &&
+    return __builtin_expect(
+               t_.owned_chunks[remembered_slot(chunk)] == reinterpret_cast<std::uintptr_t>(chunk),
+               1) &&
            __builtin_expect(t_.owned_under == g_ownership_changes.load(std::memory_order_relaxed),
                             1);
   }
@@ -365,9 +381,20 @@ class Allocator<Config>::ThreadCache {
   static constexpr std::uintptr_t kFreedKey = 0xffff'ffff'9e37'79b9;
   static_assert(std::intptr_t(kFreedKey) == std::int32_t(kFreedKey));
   enum class CacheState : std::uint8_t { None, Creating, Active, Exited };
-  // owns_chunk()'s memory: at first kNoChunk, which no chunk's base equals (not even that of
-  // nullptr, 0: the fast free path leaves nullptr and other chunk-aligned pointers to it).
+  // owns_chunk()'s memory: at first kNoChunk in every slot, which no chunk's base equals (not
+  // even that of nullptr, 0: the fast free path leaves nullptr and other chunk-aligned
+  // pointers to it).
   static constexpr std::uintptr_t kNoChunk = 1;
+  using RememberedChunks = std::array<std::uintptr_t, kRememberedChunks>;
+  static constexpr RememberedChunks kNoChunks = [] {
+    RememberedChunks none{};
+    none.fill(kNoChunk);
+    return none;
+  }();
+  static std::size_t remembered_slot(const void* chunk) {
+    return (reinterpret_cast<std::uintptr_t>(chunk) >> kLgChunkSize) % kRememberedChunks;
+  }
+  static void forget_chunks() { t_.owned_chunks = kNoChunks; }
   // The bins of a thread that has no cache: empty, never written.
   static inline constinit Bin kNoBins[kNumClasses]{};
   // What the fast paths read of the calling thread besides its cache's bins, in one line of
@@ -375,10 +402,12 @@ class Allocator<Config>::ThreadCache {
   // no line of the cache record but its bin's (and the stack's slot).
   struct alignas(64) ThreadState {
     ThreadCache* cache = nullptr;
-    Bin* bins = kNoBins;                    // cache->bins_ while the thread has a cache
-    std::uintptr_t owned_chunk = kNoChunk;  // owns_chunk()'s memory, and the count it was
-    std::uint64_t owned_under = 0;          // found under
+    Bin* bins = kNoBins;            // cache->bins_ while the thread has a cache
+    std::uint64_t owned_under = 0;  // the count of ownership changes owned_chunks hold under
     CacheState state = CacheState::None;
+    // owns_chunk()'s memory: the chunks found the arena's, each in its slot (remembered_slot),
+    // kNoChunk in the slots of none. In the lines after the first, read by frees only.
+    RememberedChunks owned_chunks = kNoChunks;
   };
   static inline constinit thread_local ThreadState t_{};
 

@@ -74,7 +74,7 @@ void Allocator<Config>::ThreadCache::on_thread_exit(void* p) {
   auto* cache = static_cast<ThreadCache*>(p);
   t_.cache = nullptr;
   t_.bins = kNoBins;
-  t_.owned_chunk = kNoChunk;  // a thread remembers a chunk only while it has a cache
+  forget_chunks();  // a thread remembers chunks only while it has a cache
   t_.state = CacheState::Exited;
   cache->flush_all();
   cache->arena_->thread_left();  // automatic_arenas.h: the arena has one thread fewer

@@ -11,6 +11,7 @@ by LD_PRELOAD (glibc: nothing preloaded; pagemalloc: the release tree's libpagem
   rptest-medium   the same with blocks of 16-64 KiB (runs of pages under pagemalloc until its
                   slab classes went up to 64 KiB)
   larson          Larson's server simulation: arrays handed to successor threads
+  larson-large    the same with 1 M live blocks of 16-64 B: frees spread over many chunks
   xmalloc         one thread allocates, another frees (4 pairs, xmalloc-test style)
   oversubscribed  16 threads on 2 CPUs, small blocks, some freed by another thread
   sh6bench        SmartHeap-style batches freed half oldest-first, half newest-first
@@ -82,6 +83,11 @@ PROGRAMS = [
             "classes went up to 64 KiB)"),
     Program("larson", "larson_bench", [], ["generations=25"],
             "Larson server simulation: 4 arrays handed to successor threads, 100 generations"),
+    Program("larson-large", "larson_bench",
+            ["slots=250000", "ops=1000000", "generations=5", "least=16", "most=64"],
+            ["ops=250000", "generations=2"],
+            "Larson with a large live set: 4 arrays of 250,000 blocks of 16-64 B (1 M live, "
+            "over a dozen chunks), 5 generations of 1,000,000 replacements per thread"),
     Program("xmalloc", "xmalloc_bench", [], ["batches=4000"],
             "one thread allocates, another frees: 4 pairs, blocks of 8-512 B"),
     Program("oversubscribed", "oversubscribed_bench", [], ["ops=400000"],
