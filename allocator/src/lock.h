@@ -6,6 +6,11 @@
 // it needs. No allocation, no static initialisation: usable before main and from the loader.
 //
 // State: 0 free, 1 held, 2 held and someone may sleep on it (unlock then wakes one).
+//
+// While the process has only ever had one thread (glibc's __libc_single_threaded), the lock is
+// taken and released by plain stores, as glibc's malloc skips its atomics: nobody else can
+// hold it or wait. A thread made while the lock is held sees it held and waits by the atomic
+// protocol; the release, made once the process has two threads, is atomic and wakes it.
 #pragma once
 
 #include <linux/futex.h>
@@ -24,9 +29,30 @@ inline void cpu_relax() {
 #endif
 }
 
+// glibc's flag (since 2.32, <sys/single_threaded.h>): nonzero while the process has never had
+// a second thread (pthread_create clears it before the new thread runs; a child after fork
+// has it set again). Weak: a C library without it leaves its address null, and every lock is
+// then taken with an atomic instruction.
+extern "C" [[gnu::weak]] char __libc_single_threaded;
+
+// Whether no other thread can exist now, so that a lock may be taken and released with plain
+// stores: an atomic read-modify-write on x86 waits for every store the thread has buffered,
+// its own cache misses among them (glibc's malloc skips its atomics so, SINGLE_THREAD_P).
+inline bool single_threaded() {
+  return &__libc_single_threaded != nullptr &&
+         reinterpret_cast<const std::atomic<char>&>(__libc_single_threaded)
+                 .load(std::memory_order_relaxed) != 0;
+}
+
 class Lock {
  public:
   void lock() {
+    // (Held while the process has one thread: a signal handler's call in the middle of this
+    // thread's, which waits below as it always has.)
+    if (single_threaded() && state_.load(std::memory_order_relaxed) == kFree) [[likely]] {
+      state_.store(kHeld, std::memory_order_relaxed);
+      return;
+    }
     std::uint32_t expected = kFree;
     if (state_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
                                        std::memory_order_relaxed)) [[likely]]
@@ -34,10 +60,20 @@ class Lock {
     lock_contended();
   }
   void unlock() {
+    // Still one thread: there has been no other since lock() either, so none can wait.
+    if (single_threaded()) [[likely]] {
+      state_.store(kFree, std::memory_order_release);
+      return;
+    }
     if (state_.exchange(kFree, std::memory_order_release) == kHeldWithWaiters) [[unlikely]]
       futex(FUTEX_WAKE_PRIVATE, 1);
   }
   bool try_lock() {
+    if (single_threaded()) [[likely]] {
+      if (state_.load(std::memory_order_relaxed) != kFree) return false;  // this thread's
+      state_.store(kHeld, std::memory_order_relaxed);
+      return true;
+    }
     std::uint32_t expected = kFree;
     return state_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
                                           std::memory_order_relaxed);

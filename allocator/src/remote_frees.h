@@ -43,6 +43,9 @@ class RemoteFrees {
   // from zero (a push racing with the take may be counted on either side: the count only
   // decides when a pusher collects).
   void* take_chain() {
+    // An empty inbox, the common case, is left without an atomic exchange (which would wait
+    // for the taker's buffered stores).
+    if (!maybe_nonempty()) return nullptr;
     count_.store(0, std::memory_order_relaxed);
     return head_.exchange(nullptr, std::memory_order_acquire);
   }
