@@ -180,7 +180,7 @@ class Allocator<Config>::ThreadCache {
   // test, in a straight line. A program whose blocks lie in up to kRememberedChunks chunks in a
   // row passes it on every free, so that the branch on it is always predicted: with one
   // remembered chunk, frees that alternate between chunks missed at random, and each miss cost
-  // a pipeline flush (docs/measurements.md, "Frees spread over many chunks"). A thread
+  // a pipeline flush (docs/measurements.md, "Thirty-two chunks remembered"). A thread
   // remembers chunks only while it has a cache: then remembering() is that cache.
   static bool remembers(const void* chunk) {
     return __builtin_expect(
@@ -397,9 +397,10 @@ class Allocator<Config>::ThreadCache {
   static void forget_chunks() { t_.owned_chunks = kNoChunks; }
   // The bins of a thread that has no cache: empty, never written.
   static inline constinit Bin kNoBins[kNumClasses]{};
-  // What the fast paths read of the calling thread besides its cache's bins, in one line of
-  // thread-local storage: the line its cache pointer is loaded from, so that a free touches
-  // no line of the cache record but its bin's (and the stack's slot).
+  // What the fast paths read of the calling thread besides its cache's bins, in thread-local
+  // storage: one line with its cache pointer, the line a malloc reads, and the table of
+  // remembered chunks in the four after it, so that a free touches no line of the cache
+  // record but its bin's (and the stack's slot).
   struct alignas(64) ThreadState {
     ThreadCache* cache = nullptr;
     Bin* bins = kNoBins;            // cache->bins_ while the thread has a cache
