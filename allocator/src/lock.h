@@ -7,8 +7,8 @@
 //
 // State: 0 free, 1 held, 2 held and someone may sleep on it (unlock then wakes one).
 //
-// While the process has only ever had one thread (glibc's __libc_single_threaded), the lock is
-// taken and released by plain stores, as glibc's malloc skips its atomics: nobody else can
+// While the calling thread is the process's only one (glibc's __libc_single_threaded), the lock
+// is taken and released by plain stores, as glibc's malloc skips its atomics: nobody else can
 // hold it or wait. A thread made while the lock is held sees it held and waits by the atomic
 // protocol; the release, made once the process has two threads, is atomic and wakes it.
 #pragma once
@@ -29,10 +29,11 @@ inline void cpu_relax() {
 #endif
 }
 
-// glibc's flag (since 2.32, <sys/single_threaded.h>): nonzero while the process has never had
-// a second thread (pthread_create clears it before the new thread runs; a child after fork
-// has it set again). Weak: a C library without it leaves its address null, and every lock is
-// then taken with an atomic instruction.
+// glibc's flag (since 2.32, <sys/single_threaded.h>): nonzero only while the calling thread is
+// the only one in the process ("definitely single-threaded", the glibc manual's "Detecting
+// Single-Threaded Execution"); pthread_create clears it before the new thread runs. Weak: a C
+// library without it leaves its address null, and every lock is then taken with an atomic
+// instruction.
 extern "C" [[gnu::weak]] char __libc_single_threaded;
 
 // Whether no other thread can exist now, so that a lock may be taken and released with plain
@@ -60,7 +61,7 @@ class Lock {
     lock_contended();
   }
   void unlock() {
-    // Still one thread: there has been no other since lock() either, so none can wait.
+    // One thread now: no other exists to wait, however the lock was taken.
     if (single_threaded()) [[likely]] {
       state_.store(kFree, std::memory_order_release);
       return;
