@@ -1,7 +1,7 @@
-// The fast paths' test of ownership (ThreadCache::owns_chunk): a thread cache remembers the
-// last chunk it found to be its arena's, and asks the address map again whenever an entry
-// that named an owner changes (a chunk released, or taken by another arena) or the checks
-// option does (g_ownership_changes, address_map.h).
+// The fast paths' test of ownership (ThreadCache::owns_chunk): a thread cache remembers up to
+// kRememberedChunks chunks it found to be its arena's, one per slot, and asks the address map
+// again whenever an entry that named an owner changes (a chunk released, or taken by another
+// arena) or the checks option does (g_ownership_changes, address_map.h).
 #include <gtest/gtest.h>
 
 #include <pagemalloc/pagemalloc.h>

@@ -26,11 +26,10 @@
 
 #include "fork.h"
 
-#include <sys/single_threaded.h>
-
 #include "decay.h"
 #include "diagnostics.h"
 #include "heap.h"
+#include "lock.h"
 #include "thread_cache.h"
 
 extern "C" {
@@ -54,7 +53,7 @@ namespace pagemalloc {
 
 template <class Config>
 void Allocator<Config>::Fork::prepare() {
-  if (t_depth_++ != 0 || __libc_single_threaded) return;
+  if (t_depth_++ != 0 || single_threaded()) return;
   t_took_locks_ = true;
   _IO_list_lock();
   heap().lock_for_fork();

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <linux/futex.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -29,21 +30,14 @@ inline void cpu_relax() {
 #endif
 }
 
-// glibc's flag (since 2.32, <sys/single_threaded.h>): nonzero only while the calling thread is
-// the only one in the process ("definitely single-threaded", the glibc manual's "Detecting
-// Single-Threaded Execution"); pthread_create clears it before the new thread runs. Weak: a C
-// library without it leaves its address null, and every lock is then taken with an atomic
-// instruction.
-extern "C" [[gnu::weak]] char __libc_single_threaded;
-
-// Whether no other thread can exist now, so that a lock may be taken and released with plain
-// stores: an atomic read-modify-write on x86 waits for every store the thread has buffered,
-// its own cache misses among them (glibc's malloc skips its atomics so, SINGLE_THREAD_P).
-inline bool single_threaded() {
-  return &__libc_single_threaded != nullptr &&
-         reinterpret_cast<const std::atomic<char>&>(__libc_single_threaded)
-                 .load(std::memory_order_relaxed) != 0;
-}
+// Whether no other thread can exist now: glibc's flag (since 2.32), nonzero only while the
+// calling thread is the only one in the process ("definitely single-threaded", the glibc
+// manual's "Detecting Single-Threaded Execution"); pthread_create clears it before the new
+// thread runs. Then a lock may be taken and released with plain stores (an atomic
+// read-modify-write on x86 waits for every store the thread has buffered, its own cache misses
+// among them; glibc's malloc skips its atomics so, SINGLE_THREAD_P), and fork needs no lock
+// (fork_impl.h).
+inline bool single_threaded() { return __libc_single_threaded != 0; }
 
 class Lock {
  public:
