@@ -10,6 +10,7 @@
 #   PAGEMALLOC_ARENAS              0 (one per two CPUs) | N
 #   PAGEMALLOC_MAX_SMALL_SIZE      2048 | 16384 | 65536
 #   PAGEMALLOC_RELEASE_CURRENT_SLAB ON | OFF
+#   PAGEMALLOC_LARGE_RUN_CACHE     ON | OFF
 #   PAGEMALLOC_ALLOCATED_RUNS_TREE ON | OFF
 #   PAGEMALLOC_VALIDATE_FREE       ON | OFF
 #   PAGEMALLOC_CHUNK_SIZE          1048576 | 2097152
@@ -27,6 +28,8 @@ set(PAGEMALLOC_ARENAS "" CACHE STRING "automatic arenas by default: 0 (one per t
 set(PAGEMALLOC_MAX_SMALL_SIZE "" CACHE STRING "largest slab size: 2048 | 16384 | 65536 (empty: the preset's)")
 set(PAGEMALLOC_RELEASE_CURRENT_SLAB "" CACHE STRING
     "release a bin's current slab when it empties: ON | OFF (empty: the preset's)")
+set(PAGEMALLOC_LARGE_RUN_CACHE "" CACHE STRING
+    "arenas cache a few freed large blocks for reuse: ON | OFF (empty: the preset's)")
 set(PAGEMALLOC_ALLOCATED_RUNS_TREE "" CACHE STRING
     "keep allocated runs in an address tree, searched for a large block's length: ON | OFF (empty: the preset's)")
 set(PAGEMALLOC_VALIDATE_FREE "" CACHE STRING
@@ -103,6 +106,7 @@ design_override(PAGEMALLOC_TRANSFER_STASH kTransferStash bool)
 design_override(PAGEMALLOC_ARENAS kArenas count)
 design_override(PAGEMALLOC_MAX_SMALL_SIZE kMaxSmallSize 2048 16384 65536)
 design_override(PAGEMALLOC_RELEASE_CURRENT_SLAB kReleaseCurrentSlab bool)
+design_override(PAGEMALLOC_LARGE_RUN_CACHE kLargeRunCache bool)
 design_override(PAGEMALLOC_ALLOCATED_RUNS_TREE kAllocatedRunsTree bool)
 design_override(PAGEMALLOC_VALIDATE_FREE kValidateFree bool)
 if(NOT PAGEMALLOC_CHUNK_SIZE STREQUAL "")

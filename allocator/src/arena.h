@@ -36,6 +36,7 @@
 #include "build_config.h"
 #include "chunk_pal.h"
 #include "clock.h"
+#include "large_run_cache.h"
 #include "lock.h"
 #include "meta_pool.h"
 #include "pagemap/intrusive_list.h"
@@ -374,6 +375,14 @@ class Allocator<Config>::Arena {
   void give_back(Slab* slab, void* p, const char* call);
   void unstash_all();
   [[gnu::hot]] void free_large_locked(void* p, PageCount pages, const char* call);
+  // Requires: lock_ held. A cached large block of `pages` pages, allocated; else nullptr,
+  // after the cache's oldest run went back to the run manager (LargeRunCache).
+  [[gnu::hot]] void* take_cached(PageCount pages);
+  // Requires: lock_ held. A run of the large-run cache back to the run manager.
+  void give_back_cached(const LargeRunCache::Entry& run);
+  // Requires: lock_ held. Every run of the large-run cache back to the run manager; whether
+  // there was one.
+  bool flush_large_cache();
   [[gnu::hot]] void free_batch_locked(void* const* regions, unsigned n, const char* call);
   // Releases the lock, after freeing the large blocks deferred meanwhile.
   void unlock() {
@@ -449,6 +458,7 @@ class Allocator<Config>::Arena {
   // taken_chain).
   alignas(std::atomic_ref<void*>::required_alignment) void* remote_taken_[kNumClasses] = {};
   RemoteFrees deferred_large_;  // large blocks freed while another thread held the lock
+  LargeRunCache large_cache_;   // freed large blocks kept for the same length (kLargeRunCache)
   // Last: apart from everything a slow path touches.
   void* stash_slots_[kStashSets][kStashOffsets[kNumClasses]];
   void* remote_ring_slots_[kRemoteRingOffsets[kNumClasses]];  // accessed as atomics

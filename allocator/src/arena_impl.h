@@ -385,8 +385,8 @@ template <class Config>
 void Allocator<Config>::Arena::release_slab(Slab* slab) {
   const SizeClass& sc = kSizeClasses[slab->size_class];
   Run run = Run::at(slab->base, PageCount(sc.slab_pages));
+  tick();  // first, as in free_large_locked
   mark_slab_pages_free(slab);
-  tick();
   runs_.free(run);
   active_pages_ -= sc.slab_pages;
   slab_pages_ -= sc.slab_pages;
@@ -402,6 +402,14 @@ void* Allocator<Config>::Arena::alloc_large(std::size_t bytes, std::size_t align
   bool ask_neighbours = false;
   {
     Locked guard(*this);
+    if constexpr (Config::kLargeRunCache) {
+      if (align <= kPageSize) {
+        if (void* cached = take_cached(PageCount(needed))) {
+          zeroed = false;
+          return cached;  // pages already active: no growth
+        }
+      }
+    }
     update_resident();
     // Freed pages kept resident here: the block is cut from them (if they are not too cut up).
     ask_neighbours = may_borrow && neighbours_.lend != nullptr && align <= kPageSize &&
@@ -488,12 +496,52 @@ void Allocator<Config>::Arena::free_large_locked(void* p, PageCount pages, const
     lock_.unlock();
     report_misuse(call, p, "double free");
   }
-  entry = PageEntry::free(pages, true);  // marks a double free
-  tick();
-  runs_.free(run);
   allocated_ -= pages.bytes();
   --blocks_;
+  if constexpr (Config::kLargeRunCache) {
+    if (LargeRunCache::fits(pages)) {    // its pages stay active until the cache gives them back
+      entry = PageEntry::cached(pages);  // marks a double free
+      large_cache_.put(run.base(), pages,
+                       [this](const LargeRunCache::Entry& e) { give_back_cached(e); });
+      return;
+    }
+  }
+  tick();  // first: its flush of the large-run cache may coalesce with this run's neighbours
+  entry = PageEntry::free(pages, true);  // marks a double free
+  runs_.free(run);
   active_pages_ -= pages.value();
+}
+
+// Requires: lock_ held.
+template <class Config>
+void* Allocator<Config>::Arena::take_cached(PageCount pages) {
+  std::byte* cached = large_cache_.take(pages);
+  if (cached == nullptr) {
+    large_cache_.evict_oldest([this](const LargeRunCache::Entry& e) { give_back_cached(e); });
+    return nullptr;
+  }
+  const Run block = Run::at(cached, pages);
+  page_entry(block.chunk, block.first) = PageEntry::large(pages);
+  allocated_ += pages.bytes();
+  ++blocks_;
+  return cached;
+}
+
+// Requires: lock_ held.
+template <class Config>
+void Allocator<Config>::Arena::give_back_cached(const LargeRunCache::Entry& cached) {
+  const Run run = Run::at(cached.base, PageCount(cached.pages));
+  page_entry(run.chunk, run.first) = PageEntry::free(run.pages, true);
+  runs_.free(run);
+  active_pages_ -= cached.pages;
+}
+
+// Requires: lock_ held.
+template <class Config>
+bool Allocator<Config>::Arena::flush_large_cache() {
+  if (large_cache_.empty()) return false;
+  large_cache_.flush([this](const LargeRunCache::Entry& e) { give_back_cached(e); });
+  return true;
 }
 
 template <class Config>
@@ -517,7 +565,10 @@ bool Allocator<Config>::Arena::resize_large(void* p, PageCount pages, PageCount 
   Run run = Run::at(p, pages);
   tick();
   if (want > pages) {
-    if (!runs_.grow_in_place(run, want)) return false;
+    // A cached run just after the block is given back first: it may be the room to grow into.
+    if (!runs_.grow_in_place(run, want) &&
+        !(Config::kLargeRunCache && flush_large_cache() && runs_.grow_in_place(run, want)))
+      return false;
     tag_interior(run.chunk, run.end(), run.first + want);
     allocated_ += (want - pages).bytes();
     active_pages_ += (want - pages).value();
@@ -548,6 +599,7 @@ void Allocator<Config>::Arena::tick() {
   const std::uint64_t now = now_ms();
   runs_.advance_clock(now);
   if (decay == 0 || now - last_purge_ms_ >= purge_interval_ms(decay)) {
+    if constexpr (Config::kLargeRunCache) flush_large_cache();  // to decay as free runs do
     purged_pages_ += runs_.purge(std::uint64_t(decay)).value();
     last_purge_ms_ = now;
   }
@@ -570,6 +622,7 @@ void Allocator<Config>::Arena::reset() {
   for (unsigned c = 0; c < kNumClasses; ++c)
     taken_chain(c).store(nullptr, std::memory_order_relaxed);
   deferred_large_.take_all([](void* p) { *static_cast<std::uintptr_t*>(p) = 0; });
+  large_cache_.clear();  // the walk below frees its runs
   for (Bin& bin : bins_) {
     bin.current = nullptr;
     bin.partial = {};
@@ -605,10 +658,13 @@ void Allocator<Config>::Arena::free_every_block(std::byte* chunk) {
     if (e.kind() == PageKind::Slab) {
       slab = static_cast<Slab*>(e.slab_descriptor());
       length = PageCount(kSizeClasses[slab->size_class].slab_pages);
-    } else if (e.kind() == PageKind::Large || e.kind() == PageKind::Free) {
+    } else if (e.kind() == PageKind::Large || e.kind() == PageKind::Free ||
+               e.kind() == PageKind::Cached) {
       length = std::max(e.pages(), PageCount(1));
     }
-    if (slab == nullptr && e.kind() != PageKind::Large) {  // a free run or a header page
+    const bool block =
+        slab != nullptr || e.kind() == PageKind::Large || e.kind() == PageKind::Cached;
+    if (!block) {  // a free run or a header page
       i = i + length;
       continue;
     }
@@ -674,6 +730,7 @@ std::size_t Allocator<Config>::Arena::purge_all() {
       release_slab(slab);
     }
   }
+  flush_large_cache();
   runs_.advance_clock(now_ms());
   const std::uint64_t purged = runs_.purge(0).value();
   purged_pages_ += purged;
@@ -686,12 +743,14 @@ ArenaStats Allocator<Config>::Arena::stats() {
   free_deferred_large();
   collect_all_remote();
   const HandedOut handed_out = stash_handed_out();
+  // The large-run cache's pages count as free and dirty, as they would be without it.
+  const std::size_t cached = large_cache_.total_pages();
   return ArenaStats{std::size_t(std::int64_t(allocated_) + handed_out.bytes),
                     std::size_t(std::int64_t(blocks_) + handed_out.blocks),
-                    active_pages_,
+                    active_pages_ - cached,
                     runs_.chunks(),
-                    runs_.dirty_pages().value(),
-                    runs_.free_pages().value(),
+                    runs_.dirty_pages().value() + cached,
+                    runs_.free_pages().value() + cached,
                     purged_pages_,
                     slab_pool_.mapped_bytes() + runs_.record_bytes()};
 }

@@ -239,7 +239,8 @@ typename Allocator<Config>::Heap::Block Allocator<Config>::Heap::locate(const vo
       if (pages.value() == 0) report_misuse(call, p, "not a live block (already freed?)");
       return {BlockKind::Large, pages.bytes(), 0, arena, nullptr};
     }
-    case PageKind::Free: report_misuse(call, p, "not a live block (already freed?)");
+    case PageKind::Free:
+    case PageKind::Cached: report_misuse(call, p, "not a live block (already freed?)");
     default: report_misuse(call, p, "not the start of a block");
   }
 }
@@ -294,7 +295,8 @@ void Allocator<Config>::Heap::deallocate_unusual(void* p, const char* call) {
     return deallocate_small(owner, e, p, call);
   if (e.kind() == PageKind::Large && heap_detail::is_aligned(p, kPageSize))
     return owner.free_large(p, e.pages(), call);
-  report_misuse(call, p, e.kind() == PageKind::Free ? "double free" : "not the start of a block");
+  const bool freed = e.kind() == PageKind::Free || e.kind() == PageKind::Cached;
+  report_misuse(call, p, freed ? "double free" : "not the start of a block");
 }
 
 template <class Config>

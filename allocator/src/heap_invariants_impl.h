@@ -42,7 +42,9 @@ struct PageMapTally {
   std::size_t region_bytes = 0;
   std::size_t large_blocks = 0;
   std::size_t large_bytes = 0;
-  std::size_t active_pages = 0;  // slab and large pages
+  std::size_t active_pages = 0;  // slab, large and cached pages
+  std::size_t cached_runs = 0;   // large blocks freed into their arena's cache
+  std::size_t cached_pages = 0;
   std::size_t slab_pages = 0;
   std::size_t free_pages = 0;
   std::size_t dirty_pages = 0;
@@ -131,6 +133,18 @@ const char* check_chunk(std::byte* chunk, IsCurrent is_current, PageMapTally& ta
           return "a large block's last page is not tagged Allocated";
         tally.large_blocks += 1;
         tally.large_bytes += length.bytes();
+        tally.active_pages += length.value();
+        break;
+      }
+      case PageKind::Cached: {
+        length = e.pages();
+        if (length.value() == 0 || i + length > end)
+          return "a cached block's length is out of its chunk";
+        if (length.value() > 1 &&
+            page_entry(chunk, i + length - PageCount(1)).kind() != PageKind::Allocated)
+          return "a cached block's last page is not tagged Allocated";
+        tally.cached_runs += 1;
+        tally.cached_pages += length.value();
         tally.active_pages += length.value();
         break;
       }
@@ -242,7 +256,16 @@ const char* Allocator<Config>::Arena::check_blocks() {
     return "regions in use and large blocks are not the blocks handed out plus those stashed";
   if (tally.region_bytes + tally.large_bytes != allocated + stashed_bytes)
     return "bytes in use are not the bytes handed out plus those stashed";
-  if (tally.active_pages != active_pages_) return "slab and large pages are not the active pages";
+  if (tally.cached_runs != large_cache_.size() || tally.cached_pages != large_cache_.total_pages())
+    return "the page maps' cached blocks are not the large-run cache's";
+  for (std::size_t i = 0; i < large_cache_.size(); ++i) {
+    const LargeRunCache::Entry& cached = large_cache_[i];
+    const PageEntry e = page_entry(chunk_base_of(cached.base), page_index_of(cached.base));
+    if (e.kind() != PageKind::Cached || e.pages().value() != cached.pages)
+      return "a run of the large-run cache is not tagged Cached with its length";
+  }
+  if (tally.active_pages != active_pages_)
+    return "slab, large and cached pages are not the active pages";
   if (tally.slab_pages != slab_pages_) return "the slabs' pages are not the slab pages counted";
   if (tally.free_pages != runs_.free_pages().value())
     return "the page maps' free runs are not the run manager's free pages";

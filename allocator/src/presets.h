@@ -18,6 +18,9 @@
 //                        of pages
 //   kReleaseCurrentSlab  a slab goes back to the run manager as soon as it empties, even the
 //                        one its bin allocates from (jemalloc in 2008); off, that one is kept
+//   kLargeRunCache       an arena keeps a few freed large blocks of up to 256 KiB as they were,
+//                        for the next request of the same length (large_run_cache.h); off,
+//                        each goes back to the run manager at once (jemalloc in 2008)
 //   kAllocatedRunsTree   every allocated run also sits in an address tree, searched for a
 //                        large block's length (AllocatedRunsTree: jemalloc from January to
 //                        July 2008); off, the page map's first entry gives it
@@ -58,6 +61,7 @@ struct DefaultConfig {
   static constexpr unsigned kArenas = 0;
   static constexpr std::size_t kMaxSmallSize = 65536;
   static constexpr bool kReleaseCurrentSlab = false;
+  static constexpr bool kLargeRunCache = true;
   static constexpr bool kAllocatedRunsTree = false;
   static constexpr bool kValidateFree = false;
   static constexpr std::size_t kLgChunkSize = 21;
@@ -72,6 +76,7 @@ struct Je2008TreesConfig : DefaultConfig {
   static constexpr unsigned kArenas = 1;
   static constexpr std::size_t kMaxSmallSize = 2048;
   static constexpr bool kReleaseCurrentSlab = true;
+  static constexpr bool kLargeRunCache = false;
   static constexpr bool kAllocatedRunsTree = true;
   static constexpr bool kValidateFree = true;
   static constexpr std::size_t kLgChunkSize = 20;

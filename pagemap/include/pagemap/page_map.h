@@ -9,6 +9,8 @@
 //                   and the run manager's record of the run (kept outside the chunk)
 //   allocated run   first and last page: not Free (Allocated, Large or Slab)
 //   large block     first page: Large and its length
+//   cached block    first page: Cached and its length: a large block freed into its arena's
+//                   cache (allocator/src/large_run_cache.h), allocated to the run manager
 //   slab            every page: Slab, the slab's descriptor, size class and the page's
 //                   distance from the slab's start (so a free needs no descriptor)
 //   header          the page map's own page: Header, and the run manager's record of the chunk
@@ -19,7 +21,8 @@
 // An entry's bits:
 //
 //   0-2 kind | 3 dirty (Free) | 4-47 record (Free, Header; 16-byte aligned, below 2^48)
-//            | 6-47 descriptor (Slab; 64-byte aligned) | 48-57 pages (Free, Allocated, Large)
+//            | 6-47 descriptor (Slab; 64-byte aligned) | 48-57 pages (Free, Allocated, Large,
+//            Cached)
 //            | 48-55 page in slab, 56-63 128 + size class (Slab)
 //
 // Only a Slab entry has bit 63 set (records lie below 2^48, lengths below 2^10): the free
@@ -33,7 +36,14 @@
 
 namespace pagemalloc {
 
-enum class PageKind : std::uint8_t { Header = 1, Free = 2, Allocated = 3, Large = 4, Slab = 5 };
+enum class PageKind : std::uint8_t {
+  Header = 1,
+  Free = 2,
+  Allocated = 3,
+  Large = 4,
+  Slab = 5,
+  Cached = 6
+};
 
 class PageEntry {
  public:
@@ -61,6 +71,10 @@ class PageEntry {
     return PageEntry(std::uint64_t(PageKind::Large) |
                      (std::uint64_t(pages.value()) << kPagesShift));
   }
+  static constexpr PageEntry cached(PageCount pages) {
+    return PageEntry(std::uint64_t(PageKind::Cached) |
+                     (std::uint64_t(pages.value()) << kPagesShift));
+  }
   // Requires: descriptor is aligned to 64 bytes and below 2^48; size_class < 128;
   // page_in_slab (this page's distance from the slab's first page) < 256.
   static PageEntry slab(const void* descriptor, unsigned size_class, unsigned page_in_slab) {
@@ -74,7 +88,7 @@ class PageEntry {
   [[nodiscard]] constexpr bool is_slab() const { return std::int64_t(bits_) < 0; }
   [[nodiscard]] constexpr bool is_free() const { return kind() == PageKind::Free; }
   [[nodiscard]] constexpr bool dirty() const { return (bits_ & kDirtyBit) != 0; }
-  // Free, Allocated and Large entries: the run's length.
+  // Free, Allocated, Large and Cached entries: the run's length.
   [[nodiscard]] constexpr PageCount pages() const {
     return PageCount((bits_ >> kPagesShift) & kPagesMask);
   }

@@ -1,0 +1,104 @@
+// An arena's cache of freed large blocks, as they were (tcmalloc's page heap cache of spans,
+// mimalloc's segment cache, at the scale of one arena): a program that frees a large block
+// and asks for one of the same length (a buffer of 128 KiB replaced in a loop, a block of each
+// of a few lengths in turn) gets the same pages back, without a split or a coalesce in the run
+// manager, and its lines are still in the processor's caches.
+//
+// It holds at most kSlots runs of at most kMaxPages pages each, kMaxTotalPages in all; a run
+// that would pass either bound evicts the oldest first, and so does each request that finds no
+// run of its length: where lengths vary at random, what a program frees goes back to the run
+// manager before its next request, to be coalesced and cut again, as without the cache. The arena
+// keeps a cached run's first page entry PageKind::Cached (pagemap/page_map.h), so a second free of
+// the block is still reported, and the run manager sees the run as allocated until the arena gives
+// it back: when it is evicted, at each decay purge (an idle program's cached runs decay as its free
+// runs do), before a block grows in place into the pages after it, and at a reset. Only exact
+// lengths are reused: a cached run is never split.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "pagemap/pages.h"
+
+namespace pagemalloc {
+
+class LargeRunCache {
+ public:
+  static constexpr std::size_t kSlots = 8;
+  static constexpr std::size_t kMaxPages = 64;        // 256 KiB of 4 KiB pages
+  static constexpr std::size_t kMaxTotalPages = 256;  // 1 MiB
+
+  struct Entry {
+    std::byte* base = nullptr;
+    std::size_t pages = 0;
+  };
+
+  static constexpr bool fits(PageCount pages) { return pages.value() <= kMaxPages; }
+
+  // The newest cached run of exactly `pages` pages, taken out of the cache; nullptr if none.
+  std::byte* take(PageCount pages) {
+    for (std::size_t i = count_; i-- > 0;) {
+      if (entries_[i].pages != pages.value()) continue;
+      std::byte* base = entries_[i].base;
+      total_pages_ -= entries_[i].pages;
+      for (std::size_t j = i + 1; j < count_; ++j) entries_[j - 1] = entries_[j];
+      --count_;
+      return base;
+    }
+    return nullptr;
+  }
+
+  // Requires: fits(pages). Caches the run, after handing each run it evicts (the oldest first,
+  // until the new one fits the bounds) to give_back(Entry).
+  template <class GiveBack>
+  void put(std::byte* base, PageCount pages, GiveBack give_back) {
+    std::size_t evict = 0;
+    while (count_ - evict == kSlots || total_pages_ + pages.value() > kMaxTotalPages) {
+      total_pages_ -= entries_[evict].pages;
+      give_back(entries_[evict++]);
+    }
+    if (evict != 0) {
+      for (std::size_t j = evict; j < count_; ++j) entries_[j - evict] = entries_[j];
+      count_ -= evict;
+    }
+    entries_[count_++] = Entry{base, pages.value()};
+    total_pages_ += pages.value();
+  }
+
+  // Hands the oldest cached run, if any, to give_back(Entry).
+  template <class GiveBack>
+  void evict_oldest(GiveBack give_back) {
+    if (count_ == 0) return;
+    total_pages_ -= entries_[0].pages;
+    give_back(entries_[0]);
+    for (std::size_t j = 1; j < count_; ++j) entries_[j - 1] = entries_[j];
+    --count_;
+  }
+
+  // Hands every cached run to give_back(Entry), oldest first, and empties the cache.
+  template <class GiveBack>
+  void flush(GiveBack give_back) {
+    for (std::size_t i = 0; i < count_; ++i) give_back(entries_[i]);
+    count_ = 0;
+    total_pages_ = 0;
+  }
+
+  // Forgets every run (a reset frees them by walking the page map).
+  void clear() {
+    count_ = 0;
+    total_pages_ = 0;
+  }
+
+  [[nodiscard]] bool empty() const { return count_ == 0; }
+  [[nodiscard]] std::size_t size() const { return count_; }
+  [[nodiscard]] std::size_t total_pages() const { return total_pages_; }
+  [[nodiscard]] const Entry& operator[](std::size_t i) const { return entries_[i]; }
+
+ private:
+  std::array<Entry, kSlots> entries_{};
+  std::size_t count_ = 0;
+  std::size_t total_pages_ = 0;
+};
+
+}  // namespace pagemalloc
