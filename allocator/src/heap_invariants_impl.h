@@ -124,27 +124,24 @@ const char* check_chunk(std::byte* chunk, IsCurrent is_current, PageMapTally& ta
         if (e.dirty()) tally.dirty_pages += length.value();
         break;
       }
-      case PageKind::Large: {
+      case PageKind::Large:
+      case PageKind::Cached: {  // a live large block, or one in its arena's large-run cache
+        const bool cached = e.kind() == PageKind::Cached;
         length = e.pages();
         if (length.value() == 0 || i + length > end)
-          return "a large block's length is out of its chunk";
+          return cached ? "a cached block's length is out of its chunk"
+                        : "a large block's length is out of its chunk";
         if (length.value() > 1 &&
             page_entry(chunk, i + length - PageCount(1)).kind() != PageKind::Allocated)
-          return "a large block's last page is not tagged Allocated";
-        tally.large_blocks += 1;
-        tally.large_bytes += length.bytes();
-        tally.active_pages += length.value();
-        break;
-      }
-      case PageKind::Cached: {
-        length = e.pages();
-        if (length.value() == 0 || i + length > end)
-          return "a cached block's length is out of its chunk";
-        if (length.value() > 1 &&
-            page_entry(chunk, i + length - PageCount(1)).kind() != PageKind::Allocated)
-          return "a cached block's last page is not tagged Allocated";
-        tally.cached_runs += 1;
-        tally.cached_pages += length.value();
+          return cached ? "a cached block's last page is not tagged Allocated"
+                        : "a large block's last page is not tagged Allocated";
+        if (cached) {
+          tally.cached_runs += 1;
+          tally.cached_pages += length.value();
+        } else {
+          tally.large_blocks += 1;
+          tally.large_bytes += length.bytes();
+        }
         tally.active_pages += length.value();
         break;
       }
