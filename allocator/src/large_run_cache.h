@@ -38,14 +38,8 @@ class LargeRunCache {
 
   // The newest cached run of exactly `pages` pages, taken out of the cache; nullptr if none.
   std::byte* take(PageCount pages) {
-    for (std::size_t i = count_; i-- > 0;) {
-      if (entries_[i].pages != pages.value()) continue;
-      std::byte* base = entries_[i].base;
-      total_pages_ -= entries_[i].pages;
-      for (std::size_t j = i + 1; j < count_; ++j) entries_[j - 1] = entries_[j];
-      --count_;
-      return base;
-    }
+    for (std::size_t i = count_; i-- > 0;)
+      if (entries_[i].pages == pages.value()) return remove(i).base;
     return nullptr;
   }
 
@@ -53,15 +47,8 @@ class LargeRunCache {
   // until the new one fits the bounds) to give_back(Entry).
   template <class GiveBack>
   void put(std::byte* base, PageCount pages, GiveBack give_back) {
-    std::size_t evict = 0;
-    while (count_ - evict == kSlots || total_pages_ + pages.value() > kMaxTotalPages) {
-      total_pages_ -= entries_[evict].pages;
-      give_back(entries_[evict++]);
-    }
-    if (evict != 0) {
-      for (std::size_t j = evict; j < count_; ++j) entries_[j - evict] = entries_[j];
-      count_ -= evict;
-    }
+    while (count_ == kSlots || total_pages_ + pages.value() > kMaxTotalPages)
+      evict_oldest(give_back);
     entries_[count_++] = Entry{base, pages.value()};
     total_pages_ += pages.value();
   }
@@ -69,11 +56,7 @@ class LargeRunCache {
   // Hands the oldest cached run, if any, to give_back(Entry).
   template <class GiveBack>
   void evict_oldest(GiveBack give_back) {
-    if (count_ == 0) return;
-    total_pages_ -= entries_[0].pages;
-    give_back(entries_[0]);
-    for (std::size_t j = 1; j < count_; ++j) entries_[j - 1] = entries_[j];
-    --count_;
+    if (count_ != 0) give_back(remove(0));
   }
 
   // Hands every cached run to give_back(Entry), oldest first, and empties the cache.
@@ -96,6 +79,15 @@ class LargeRunCache {
   [[nodiscard]] const Entry& operator[](std::size_t i) const { return entries_[i]; }
 
  private:
+  // Takes entry i out, the newer ones moving down a slot (the entries stay oldest first).
+  Entry remove(std::size_t i) {
+    const Entry removed = entries_[i];
+    for (std::size_t j = i + 1; j < count_; ++j) entries_[j - 1] = entries_[j];
+    --count_;
+    total_pages_ -= removed.pages;
+    return removed;
+  }
+
   std::array<Entry, kSlots> entries_{};
   std::size_t count_ = 0;
   std::size_t total_pages_ = 0;
