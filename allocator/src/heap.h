@@ -174,7 +174,8 @@ class Allocator<Config>::Heap {
   // arena's, pushed on the thread's cache. False if it is not (p untouched).
   bool freed_into_cache(void* p);
   void deallocate_small(Arena& owner, PageEntry e, void* p, const char* call);
-  [[gnu::hot]] void deallocate_foreign(ThreadCache& cache, Arena& owner, void* p, const char* call);
+  [[gnu::hot]] void deallocate_foreign(ThreadCache& cache, Arena& owner, PageEntry e, void* p,
+                                       const char* call);
   // deallocate_slow's work for every block but those deallocate_foreign takes.
   [[gnu::hot]] void deallocate_unusual(void* p, const char* call);
   [[gnu::hot]] std::size_t usable_size_slow(const void* p, const char* call);

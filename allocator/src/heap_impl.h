@@ -190,9 +190,8 @@ template <class Config>
 // whose first word holds the freed key among them (which may be a double free), goes through
 // deallocate_unusual.
 template <class Config>
-void Allocator<Config>::Heap::deallocate_foreign(ThreadCache& cache, Arena& owner, void* p,
-                                                 const char* call) {
-  const PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
+void Allocator<Config>::Heap::deallocate_foreign(ThreadCache& cache, Arena& owner, PageEntry e,
+                                                 void* p, const char* call) {
   auto* first_word = static_cast<std::uintptr_t*>(p);
   if (e.kind() != PageKind::Slab || owner.index() >= automatic_.count() ||
       options().checks.load(std::memory_order_relaxed) || *first_word == ThreadCache::freed_key())
@@ -262,12 +261,18 @@ void Allocator<Config>::Heap::deallocate_slow(void* p, const char* call) noexcep
     *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
     return cache->push(e.size_class(), p);
   }
-  // First the blocks that threads hand each other: a block of another arena's chunk, freed by
-  // a thread with a cache.
+  // First the blocks that threads hand each other, a block of another arena's chunk freed by
+  // a thread with a cache, and large blocks: those straight to their arena.
   if (ThreadCache* cache = ThreadCache::current(); cache != nullptr && !is_chunk_aligned(p)) {
-    const std::uintptr_t entry = address_map().get(chunk_base_of(p));
-    if (AddressMap::tag_of(entry) == AddressMap::kArenaChunk) [[likely]]
-      return deallocate_foreign(*cache, *AddressMap::owner_of<Arena>(entry), p, call);
+    std::byte* chunk = chunk_base_of(p);
+    const std::uintptr_t entry = address_map().get(chunk);
+    if (AddressMap::tag_of(entry) == AddressMap::kArenaChunk) [[likely]] {
+      Arena& owner = *AddressMap::owner_of<Arena>(entry);
+      const PageEntry e = page_entry(chunk, page_index_of(p));
+      if (e.kind() == PageKind::Large && heap_detail::is_aligned(p, kPageSize))
+        return owner.free_large(p, e.pages(), call);
+      return deallocate_foreign(*cache, owner, e, p, call);
+    }
   }
   deallocate_unusual(p, call);
 }
