@@ -35,13 +35,28 @@ TEST(LargeRunCache, TakesTheNewestRunOfExactlyTheLengthAsked) {
   cache.put(base(1), PageCount(10), back.sink());
   cache.put(base(2), PageCount(20), back.sink());
   cache.put(base(3), PageCount(10), back.sink());
-  EXPECT_EQ(cache.take(PageCount(5)), nullptr) << "a longer run is never split";
-  EXPECT_EQ(cache.take(PageCount(10)), base(3));
-  EXPECT_EQ(cache.take(PageCount(10)), base(1));
-  EXPECT_EQ(cache.take(PageCount(10)), nullptr);
+  EXPECT_EQ(cache.take(PageCount(10)).base, base(3));
+  EXPECT_EQ(cache.take(PageCount(10)).base, base(1));
   EXPECT_EQ(cache.total_pages(), 20u);
-  EXPECT_EQ(cache.take(PageCount(20)), base(2));
+  EXPECT_EQ(cache.take(PageCount(20)).base, base(2));
   EXPECT_TRUE(cache.empty());
+  EXPECT_EQ(cache.take(PageCount(1)).base, nullptr) << "an empty cache has nothing to give";
+  EXPECT_TRUE(back.runs.empty());
+}
+
+TEST(LargeRunCache, WithoutThatLengthTakesTheShortestLongerRun) {
+  LargeRunCache cache;
+  GivenBack back;
+  cache.put(base(1), PageCount(30), back.sink());
+  cache.put(base(2), PageCount(12), back.sink());
+  cache.put(base(3), PageCount(8), back.sink());
+  cache.put(base(4), PageCount(12), back.sink());
+  const LargeRunCache::Entry taken = cache.take(PageCount(10));
+  EXPECT_EQ(taken.base, base(4)) << "the shortest that is long enough, the newest of those";
+  EXPECT_EQ(taken.pages, 12u) << "the whole run: the caller gives back the rest";
+  EXPECT_EQ(cache.take(PageCount(13)).base, base(1));
+  EXPECT_EQ(cache.take(PageCount(13)).base, nullptr) << "no run is long enough";
+  EXPECT_EQ(cache.total_pages(), 20u);
   EXPECT_TRUE(back.runs.empty());
 }
 
@@ -125,7 +140,7 @@ TEST_F(ArenaWithCache, AFreedBlockComesBackForTheSameLength) {
   pm_free(again);
 }
 
-TEST_F(ArenaWithCache, ARequestOfAnotherLengthGivesTheOldestCachedBlockBack) {
+TEST_F(ArenaWithCache, ALongerRequestGivesTheOldestCachedBlockBack) {
   void* p = allocate(128 * kKiB);
   ASSERT_NE(p, nullptr);
   pm_free(p);
@@ -136,6 +151,30 @@ TEST_F(ArenaWithCache, ARequestOfAnotherLengthGivesTheOldestCachedBlockBack) {
       << "back to the run manager, to be coalesced and cut again (perhaps for this request)";
   EXPECT_EQ(pagemalloc::heap().check_invariants(), nullptr);
   pm_free(other);
+}
+
+TEST_F(ArenaWithCache, AShorterRequestTakesACachedBlockAndGivesTheRestBack) {
+  void* p = allocate(128 * kKiB);
+  void* after = allocate(128 * kKiB);  // live: the rest cannot coalesce past it
+  ASSERT_NE(p, nullptr);
+  ASSERT_NE(after, nullptr);
+  pm_free(p);
+  ASSERT_EQ(kind_of(p), pagemalloc::PageKind::Cached);
+  pm_arena_stats before{};
+  ASSERT_EQ(pm_arena_stats_get(arena_, &before), 0);
+  void* shorter = allocate(96 * kKiB);
+  EXPECT_EQ(shorter, p) << "the cached block's first pages";
+  EXPECT_EQ(kind_of(shorter), pagemalloc::PageKind::Large);
+  EXPECT_EQ(pm_malloc_usable_size(shorter), 96 * kKiB) << "the length asked, as pm_nallocx says";
+  EXPECT_EQ(pm_nallocx(96 * kKiB, 0), 96 * kKiB);
+  EXPECT_EQ(kind_of(static_cast<std::byte*>(p) + 96 * kKiB), pagemalloc::PageKind::Free)
+      << "the other 32 KiB are the run manager's again";
+  pm_arena_stats taken{};
+  ASSERT_EQ(pm_arena_stats_get(arena_, &taken), 0);
+  EXPECT_EQ(taken.active, before.active + 96 * kKiB);
+  EXPECT_EQ(pagemalloc::heap().check_invariants(), nullptr);
+  pm_free(shorter);
+  pm_free(after);
 }
 
 TEST_F(ArenaWithCache, CachedPagesCountAsFreeNotActive) {

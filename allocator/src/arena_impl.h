@@ -515,16 +515,20 @@ void Allocator<Config>::Arena::free_large_locked(void* p, PageCount pages, const
 // Requires: lock_ held.
 template <class Config>
 void* Allocator<Config>::Arena::take_cached(PageCount pages) {
-  std::byte* cached = large_cache_.take(pages);
-  if (cached == nullptr) {
+  const LargeRunCache::Entry cached = large_cache_.take(pages);
+  if (cached.base == nullptr) {
     large_cache_.evict_oldest([this](const LargeRunCache::Entry& e) { give_back_cached(e); });
     return nullptr;
   }
-  const Run block = Run::at(cached, pages);
+  const Run block = Run::at(cached.base, pages);
+  if (cached.pages != pages.value()) {  // the rest back to the run manager, as a free would
+    runs_.shrink_in_place(Run::at(cached.base, PageCount(cached.pages)), pages);
+    active_pages_ -= cached.pages - pages.value();
+  }
   page_entry(block.chunk, block.first) = PageEntry::large(pages);
   allocated_ += pages.bytes();
   ++blocks_;
-  return cached;
+  return cached.base;
 }
 
 // Requires: lock_ held.

@@ -2,17 +2,18 @@
 // mimalloc's segment cache, at the scale of one arena): a program that frees a large block
 // and asks for one of the same length (a buffer of 128 KiB replaced in a loop, a block of each
 // of a few lengths in turn) gets the same pages back, without a split or a coalesce in the run
-// manager, and its lines are still in the processor's caches.
+// manager, and its lines are still in the processor's caches. A request takes the shortest
+// cached run at least as long as it asks (the newest of equals); the arena gives what is left
+// of a longer one back to the run manager, one free instead of a free and a split.
 //
 // It holds at most kSlots runs of at most kMaxPages pages each, kMaxTotalPages in all; a run
 // that would pass either bound evicts the oldest first, and so does each request that finds no
-// run of its length: where lengths vary at random, what a program frees goes back to the run
-// manager before its next request, to be coalesced and cut again, as without the cache. The arena
-// keeps a cached run's first page entry PageKind::Cached (pagemap/page_map.h), so a second free of
-// the block is still reported, and the run manager sees the run as allocated until the arena gives
-// it back: when it is evicted, at each decay purge (an idle program's cached runs decay as its free
-// runs do), before a block grows in place into the pages after it, and at a reset. Only exact
-// lengths are reused: a cached run is never split.
+// run long enough, so that runs the requests go past return to the run manager one request
+// after another, to be coalesced and cut again, as without the cache. The arena keeps a cached
+// run's first page entry PageKind::Cached (pagemap/page_map.h), so a second free of the block
+// is still reported, and the run manager sees the run as allocated until the arena gives it
+// back: when it is evicted, at each decay purge (an idle program's cached runs decay as its
+// free runs do), before a block grows in place into the pages after it, and at a reset.
 #pragma once
 
 #include <array>
@@ -36,11 +37,18 @@ class LargeRunCache {
 
   static constexpr bool fits(PageCount pages) { return pages.value() <= kMaxPages; }
 
-  // The newest cached run of exactly `pages` pages, taken out of the cache; nullptr if none.
-  std::byte* take(PageCount pages) {
-    for (std::size_t i = count_; i-- > 0;)
-      if (entries_[i].pages == pages.value()) return remove(i).base;
-    return nullptr;
+  // The shortest cached run of at least `pages` pages (the newest of those), taken out of the
+  // cache; an Entry with a null base if none.
+  Entry take(PageCount pages) {
+    std::size_t best = count_;
+    for (std::size_t i = count_; i-- > 0;) {
+      const std::size_t length = entries_[i].pages;
+      if (length >= pages.value() && (best == count_ || length < entries_[best].pages)) {
+        best = i;
+        if (length == pages.value()) break;
+      }
+    }
+    return best == count_ ? Entry{} : remove(best);
   }
 
   // Requires: fits(pages). Caches the run, after handing each run it evicts (the oldest first,
