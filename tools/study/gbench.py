@@ -39,6 +39,9 @@ def case_title(case):
     """'BM_SmallChunks/chunk_size:16' -> 'small chunks 16', and so on."""
     title = (case.replace("/real_time", "").replace("BM_SmallChunksThreads/threads:", "threads N=")
              .replace("BM_SmallChunks/chunk_size:", "small chunks ").replace("BM_LargeBlocks", "large blocks"))
+    title = re.sub(r"BM_MediumBlocks/live:(\d+)/min_kib:(\d+)/max_kib:(\d+)",
+                   lambda m: f"medium blocks {m[1]}×{m[2]}" +
+                   ("" if m[2] == m[3] else f"-{m[3]}") + "KiB", title)
     return re.sub(r"/min_time:[0-9.]+", "", title)
 
 

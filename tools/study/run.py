@@ -15,9 +15,9 @@ Parts (all by default, in this order):
                   replay of their calls), the sweep that switches one design choice per
                   step towards today's, and today's and 2008's designs as three heaps in one
                   process (whole_designs_bench) (papers/tree-overhead/results-2008.md)
-  workloads       the talk's small-chunk, thread and large-block workloads under glibc,
-                  jemalloc, mimalloc, tcmalloc and each pagemalloc variant
-                  (papers/allocator-workloads)
+  workloads       the talk's small-chunk, thread and large-block workloads and the medium
+                  blocks (64-256 KiB) under glibc, jemalloc, mimalloc, tcmalloc and each
+                  pagemalloc variant (papers/allocator-workloads)
   real-programs   python, perl, lua, ruby, sqlite, g++, jq and redis under every allocator by
                   LD_PRELOAD, outputs compared (benchmarks/real_programs)
   cross-thread    programs whose blocks other threads free (pipeline with shallow and deep
@@ -69,7 +69,8 @@ PARTS = ["arrow", "tree-overhead", "tree-overhead-2008", "workloads", "real-prog
          "profiles", "memory", "huge-pages"]
 # The parts that run every run-manager variant's build (the others need the release tree only).
 VARIANT_PARTS = {"arrow", "tree-overhead", "workloads", "real-programs"}
-BENCHMARKS = ["small_chunks_bench", "large_blocks_bench", "arrow_builder_bench"]
+BENCHMARKS = ["small_chunks_bench", "large_blocks_bench", "medium_blocks_bench",
+              "arrow_builder_bench"]
 
 
 def build(preset, targets):

@@ -10,7 +10,9 @@ a bitmap), hybrid (page-map coalescing, a (size, address) tree), rbtree (an addr
   replay    benchmarks/trace_replay[_counted]: the run-manager calls of real programs
             (recorded once by a tracing drop-in) replayed through every variant in one process;
             ns per call, counters per call, and the chunks each variant needed (memory)
-  macro     the talk's workloads (small chunks, threads, large blocks) and the real programs,
+  macro     the talk's workloads (small chunks, threads, large blocks), the medium blocks
+            (64-256 KiB, replaced at random: the run manager splits and coalesces on most calls)
+            and the real programs,
             on the allocator built in each variant (the `workloads` and `real-programs` parts
             of the study measure those; this report takes the pagemalloc rows)
 
@@ -238,8 +240,8 @@ def macro_section(workloads, real_programs):
             rows.append([case_title(case)] + [f(x / 1e3 if x else None, 1) for x in ns.values()] +
                         [fmt_ratio(ratio(ns["hybrid"], ns["pagemap"])),
                          fmt_ratio(ratio(ns["rbtree"], ns["pagemap"]))])
-        sections.append(("The talk's workloads on the allocator built in each variant "
-                         "(median µs per round)",
+        sections.append(("The talk's workloads and the medium blocks on the allocator built in "
+                         "each variant (median µs per round)",
                          markdown_table(["workload"] + [f"{v} µs" for v in VARIANTS] +
                                         ["hybrid / pagemap", "rbtree / pagemap"], rows)))
     if real_programs:

@@ -8,6 +8,11 @@ docs/references.md), as docs/design.md fixes the benchmarks:
   threads        BM_SmallChunksThreads: the same with 128 bytes on N = 1 .. 16 threads
   large blocks   benchmarks/large_blocks_bench: 1000 blocks of 5-25 MB, at most 20 alive
 
+and one workload of this study's own, not the talk's:
+
+  medium blocks  benchmarks/medium_blocks_bench: 1000 blocks of 64-256 KiB freed and asked for
+                 again at random, 1 (one length, 128 KiB), 4 and 100 live
+
 One process per allocator and round, interleaved (gbench.py): the peers run the benchmarks'
 `Malloc` rows under LD_PRELOAD (glibc: no preload), each pagemalloc variant runs the
 `Pagemalloc` rows of its own build, and `pagemalloc-arena` runs the explicit arena with a
@@ -16,9 +21,10 @@ case is the median over rounds of the wall time per round (small chunks: per 160
 allocations and frees; threads: the total throughput's time per 1600, so lower is better for
 every row alike).
 
-The report has one figure per workload (small_chunks.png, threads.png, large_blocks.png), the
-table of medians, pagemalloc (pagemap) over each peer per workload and as geometric means, and
-the spread of each allocator's rounds (the talk warns that mimalloc's timings are noisy).
+The report has one figure per workload (small_chunks.png, threads.png, large_blocks.png,
+medium_blocks.png), the table of medians, pagemalloc (pagemap) over each peer per workload and
+as geometric means, and the spread of each allocator's rounds (the talk warns that mimalloc's
+timings are noisy).
 
 Arena rounds (benchmarks/arena_rounds_bench, arena_rounds.md and arena_rounds.png): the
 small-chunk workload with one release per round instead of a free per chunk (1600 chunks of
@@ -37,7 +43,7 @@ from common import (PAPERS, RESULTS, fmt_ratio, geomean, log, machine_line, mark
 from gbench import Entry, case_sort_key, case_title, cpu_ns, real_ns, run_rounds, samples
 
 PAPER = PAPERS / "allocator-workloads"
-BINARIES = ["small_chunks_bench", "large_blocks_bench"]
+BINARIES = ["small_chunks_bench", "large_blocks_bench", "medium_blocks_bench"]
 ARENA_FILTER = "ArenaReset"
 ARENA_BINARY = "arena_rounds_bench"
 # The arena-rounds kinds (template arguments in arena_rounds_bench), in the tables' order.
@@ -126,6 +132,9 @@ WORKLOADS = [
      "BM_SmallChunksThreads/", "threads N"),
     ("large blocks", "large_blocks.png", "Large blocks: 1000 blocks of 5-25 MB, at most 20 alive",
      "BM_LargeBlocks", ""),
+    ("medium blocks", "medium_blocks.png",
+     "Medium blocks: 1000 of 64-256 KiB replaced at random (not the talk's)", "BM_MediumBlocks/",
+     "live blocks × lengths"),
 ]
 
 
@@ -153,7 +162,8 @@ def figure(data, prefix, title, xlabel, path):
                  yerr=[low, high], capsize=2, error_kw={"linewidth": 0.7})
     axis.set_xticks([x + 0.4 - width / 2 for x in range(len(cases))],
                     [case_title(c).split(" ")[-1] if xlabel else "" for c in cases])
-    log_scale = prefix == "BM_LargeBlocks"  # 0.2 ms against 4-20 ms
+    # Large blocks: 0.2 ms against 4-20 ms; medium blocks: 10 µs against 600.
+    log_scale = prefix in ("BM_LargeBlocks", "BM_MediumBlocks/")
     if log_scale:
         axis.set_yscale("log")
     axis.set(title=title, xlabel=xlabel,
