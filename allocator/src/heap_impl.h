@@ -261,9 +261,10 @@ void Allocator<Config>::Heap::deallocate_slow(void* p, const char* call) noexcep
     *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
     return cache->push(e.size_class(), p);
   }
-  // First the blocks that threads hand each other, a block of another arena's chunk freed by
-  // a thread with a cache, and large blocks: those straight to their arena.
-  if (ThreadCache* cache = ThreadCache::current(); cache != nullptr && !is_chunk_aligned(p)) {
+  // Then a large block, straight to its arena, and the blocks that threads hand each other: a
+  // small block of another arena's chunk, freed by a thread with a cache. (An arena chunk in
+  // the address map means the heap is initialised.)
+  if (!is_chunk_aligned(p)) {
     std::byte* chunk = chunk_base_of(p);
     const std::uintptr_t entry = address_map().get(chunk);
     if (AddressMap::tag_of(entry) == AddressMap::kArenaChunk) [[likely]] {
@@ -271,7 +272,8 @@ void Allocator<Config>::Heap::deallocate_slow(void* p, const char* call) noexcep
       const PageEntry e = page_entry(chunk, page_index_of(p));
       if (e.kind() == PageKind::Large && heap_detail::is_aligned(p, kPageSize))
         return owner.free_large(p, e.pages(), call);
-      return deallocate_foreign(*cache, owner, e, p, call);
+      if (ThreadCache* cache = ThreadCache::current(); cache != nullptr) [[likely]]
+        return deallocate_foreign(*cache, owner, e, p, call);
     }
   }
   deallocate_unusual(p, call);
