@@ -176,7 +176,7 @@ class Allocator<Config>::Heap {
   void deallocate_small(Arena& owner, PageEntry e, void* p, const char* call);
   [[gnu::hot]] void deallocate_foreign(ThreadCache& cache, Arena& owner, PageEntry e, void* p,
                                        const char* call);
-  // deallocate_slow's work for every block but those deallocate_foreign takes.
+  // deallocate_slow's work for every block but large ones and those deallocate_foreign takes.
   [[gnu::hot]] void deallocate_unusual(void* p, const char* call);
   [[gnu::hot]] std::size_t usable_size_slow(const void* p, const char* call);
   // HugeManager::Neighbours of huge(): context is the heap.

@@ -300,8 +300,7 @@ void Allocator<Config>::Heap::deallocate_unusual(void* p, const char* call) {
   PageEntry e = page_entry(chunk, page_index_of(p));
   if (e.kind() == PageKind::Slab) [[likely]]
     return deallocate_small(owner, e, p, call);
-  if (e.kind() == PageKind::Large && heap_detail::is_aligned(p, kPageSize))
-    return owner.free_large(p, e.pages(), call);
+  // A large block's start never reaches here: deallocate_slow sends it to its arena.
   const bool freed = e.kind() == PageKind::Free || e.kind() == PageKind::Cached;
   report_misuse(call, p, freed ? "double free" : "not the start of a block");
 }
