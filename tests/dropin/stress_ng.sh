@@ -8,9 +8,13 @@
 # calls malloc_trim every few operations; here it also runs with eight threads on however
 # many cores there are, with blocks of up to 4 MiB (the huge path), and with every page
 # touched and every freed block zeroed. bigheap grows one block by realloc until it is large;
-# fork, vfork, clone and pthread start and end processes and threads (the fork handlers, the
-# thread caches); tsearch, hsearch and judy are libc and library code that allocate in their
-# own patterns. Each configuration runs two seconds with --verify (stress-ng checks what it
+# fork, vfork and clone start and end processes (the fork handlers); tsearch, hsearch and judy
+# are libc and library code that allocate in their own patterns. The pthread stressor is not
+# run: in stress-ng 0.15.06 a thread created just as the stressor's time runs out is never
+# joined, and it reads its argument from the stressor's stack frame after that has returned.
+# It then dies of SIGSEGV in stress-ng's own code, under glibc's malloc as well (with
+# --pthread-max 1 --pthread-ops 1, in 220 of 500 rounds of three runs; docs/measurements.md,
+# "The pthread stressor's crash"). thread_churn.sh runs its pattern with every thread joined. Each configuration runs two seconds with --verify (stress-ng checks what it
 # can of its own results) and must report a successful run. stress-ng restarts a stressor
 # that crashes and still reports success, so the run is verbose and any line that says a
 # child died, was killed or failed fails the test. A run with LD_DEBUG=bindings checks that
@@ -33,7 +37,6 @@ configurations=(
   "--bigheap 2 --bigheap-growth 16K --bigheap-ops 20000"
   "--fork 2 --fork-vm"
   "--vfork 1 --clone 1"
-  "--pthread 2 --pthread-max 64"
   "--tsearch 1 --hsearch 1 --judy 1"
 )
 
