@@ -3,22 +3,22 @@
 #
 #   bash tests/dropin/stress_ng.sh path/to/libpagemalloc.so
 #
-# stress-ng (package stress-ng) is a program written to break things: its malloc stressor
-# mixes malloc, calloc, realloc and free of random sizes over thousands of live blocks and
-# calls malloc_trim every few operations; here it also runs with eight threads on however
-# many cores there are, with blocks of up to 4 MiB (the huge path), and with every page
-# touched and every freed block zeroed. bigheap grows one block by realloc until it is large;
-# fork, vfork and clone start and end processes (the fork handlers); tsearch, hsearch and judy
-# are libc and library code that allocate in their own patterns. The pthread stressor is not
-# run: in stress-ng 0.15.06 a thread created just as the stressor's time runs out is never
-# joined, and it reads its argument from the stressor's stack frame after that has returned.
-# It then dies of SIGSEGV in stress-ng's own code, under glibc's malloc as well (with
-# --pthread-max 1 --pthread-ops 1, in 220 of 500 rounds of three runs; docs/measurements.md,
-# "The pthread stressor's crash"). thread_churn.sh runs its pattern with every thread joined. Each configuration runs two seconds with --verify (stress-ng checks what it
-# can of its own results) and must report a successful run. stress-ng restarts a stressor
-# that crashes and still reports success, so the run is verbose and any line that says a
-# child died, was killed or failed fails the test. A run with LD_DEBUG=bindings checks that
-# malloc binds to the library.
+# stress-ng (package stress-ng) is a program written to break things: its malloc stressor mixes
+# malloc, calloc, realloc and free of random sizes over thousands of live blocks and calls
+# malloc_trim every few operations; here it also runs with eight threads on however many cores
+# there are, with blocks of up to 4 MiB (the huge path), and with every page touched and every
+# freed block zeroed. bigheap grows one block by realloc until it is large; fork, vfork and clone
+# start and end processes (the fork handlers); tsearch, hsearch and judy are libc and library code
+# that allocate in their own patterns. The pthread stressor is not run: in stress-ng 0.15.06 a
+# thread created just as the stressor's time runs out is never joined, and it reads its argument
+# from the stressor's stack frame after that has returned. It then dies of SIGSEGV in stress-ng's
+# own code, under glibc's malloc as well (with --pthread-max 1 --pthread-ops 1, in 220 of 500
+# rounds of three runs; docs/measurements.md, "The pthread stressor's crash"). thread_churn.sh
+# runs its pattern with every thread joined. Each configuration runs two seconds with --verify
+# (stress-ng checks what it can of its own results) and must report a successful run. stress-ng
+# restarts a stressor that crashes and still reports success, so the run is verbose and any line
+# that says a child died, was killed or failed fails the test. A run with LD_DEBUG=bindings checks
+# that malloc binds to the library.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
