@@ -19,6 +19,9 @@ by LD_PRELOAD (glibc: nothing preloaded; pagemalloc: the release tree's libpagem
   false-sharing   2 threads each write 8-byte blocks of their own, each after freeing a block
                   the main thread allocated beside the other's (Hoard's cache-scratch)
   false-sharing-active  the same without the blocks handed over (Hoard's cache-thrash)
+  thread-churn    waves of 64 threads that live a few milliseconds: each frees a block the main
+                  thread allocated, allocates 32 of 16 B-300 KB and hands 4 back to the main
+                  thread, which frees them once the thread has exited
 
 Each program checks every block it frees and its totals, and must exit 0 and print its
 "all checked" line. One process per (program, allocator) and round, in an order shuffled from
@@ -54,7 +57,8 @@ from common import (PAPERS, RESULTS, fmt_ratio, log, machine_line, markdown_tabl
 PAPER = PAPERS / "cross-thread"
 ALLOCATORS = PEERS + ["pagemalloc"]
 TARGETS = ["pipeline_bench", "rptest_bench", "larson_bench", "xmalloc_bench",
-           "oversubscribed_bench", "shbench_bench", "false_sharing_bench", "measure_run"]
+           "oversubscribed_bench", "shbench_bench", "false_sharing_bench", "thread_churn_bench",
+           "measure_run"]
 TIMEOUT_SECONDS = 120
 WALL_LIMIT, RSS_LIMIT, SYS_LIMIT = 1.1, 1.5, 2.0
 SYS_FLOOR_S = 0.010  # sys times below this are compared as this (see the criteria above)
@@ -103,6 +107,9 @@ PROGRAMS = [
     Program("false-sharing-active", "false_sharing_bench", ["handoff=0"], ["writes=300000"],
             "the same without the hand-off: only blocks given out side by side to the two "
             "threads can share a cache line (cache-thrash)"),
+    Program("thread-churn", "thread_churn_bench", [], ["waves=60"],
+            "200 waves of 64 threads, each freeing a block the main thread allocated, "
+            "allocating 32 of 16 B-300 KB and handing 4 back, freed after it exits"),
 ]
 
 
