@@ -34,7 +34,7 @@ std::size_t log_uniform(Random& random, std::size_t least, std::size_t most) {
   const unsigned low = std::bit_width(least) - 1, high = std::bit_width(most) - 1;
   const unsigned band = static_cast<unsigned>(random.between(low, high));
   const std::size_t from = std::max(least, std::size_t{1} << band);
-  const std::size_t to = band >= 63 ? most : std::min(most, (std::size_t{2} << band) - 1);
+  const std::size_t to = std::min(most, (std::size_t{2} << band) - 1);  // band <= 30
   return random.between(from, to);
 }
 

@@ -15,7 +15,6 @@
 #define _GNU_SOURCE /* pthread_sigqueue */
 #include <pthread.h>
 #include <signal.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +91,10 @@ int main(int argc, char** argv) {
   }
   const unsigned waves = (unsigned)atoi(argv[1]);
   const unsigned threads = (unsigned)atoi(argv[2]);
-  if (threads == 0 || threads > kMaxThreads) return 2;
+  if (waves == 0 || threads == 0 || threads > kMaxThreads) {
+    fprintf(stderr, "thread_churn: need WAVES >= 1 and THREADS from 1 to %d\n", kMaxThreads);
+    return 2;
+  }
   /* Blocked in every thread (they inherit the mask): a queued SIGUSR1 that sigtimedwait does
    * not take stays pending and dies with its thread. */
   sigset_t usr1;
