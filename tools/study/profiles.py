@@ -10,7 +10,15 @@ real-programs run (results/real_programs.json; jemalloc when there is none):
                 load misses where the machine has hardware counters (a VM often has none:
                 those are reported as not supported, never guessed)
   perf record   sampled call stacks (-g), reported as the share of samples per shared object
-                (the program, libc, the allocator, the kernel) and the functions above 1%
+                (the program, libc, the allocator, the kernel) and the functions above 1%;
+                glibc's malloc lives in libc, so under glibc its functions count as the
+                allocator's, not libc's
+
+and from those, the bound on what a faster allocator could give: were the allocator's own
+code free and the rest of the program as it runs, a program would take (1 - the allocator's
+share) of its time. Under the peer that is the best any allocator could do against the peer
+without making the program's own code faster; under pagemalloc, the best pagemalloc could do
+against the peer by making its own code faster.
 
 One run of each (a profile is a distribution, not a timing: its shares are steady from run to
 run where the total time is not). Writes results/profiles.json and
@@ -26,7 +34,8 @@ import sys
 import tempfile
 
 from allocators import PEERS, dropin, peer_library
-from common import PAPERS, RESULTS, ROOT, log, machine_line, markdown_table, read_json, write_json
+from common import (PAPERS, RESULTS, ROOT, geomean, log, machine_line, markdown_table,
+                    read_json, write_json)
 
 sys.path.insert(0, str(ROOT / "benchmarks" / "real_programs"))
 import inputs  # noqa: E402
@@ -41,6 +50,11 @@ TOP_FUNCTIONS = 12
 GROUPS = [("[kernel.kallsyms]", "kernel"), ("libpagemalloc", "allocator"),
           ("libjemalloc", "allocator"), ("libmimalloc", "allocator"),
           ("libtcmalloc", "allocator"), ("libc.so", "libc")]
+# glibc's malloc functions, as perf names them in libc.so.
+GLIBC_MALLOC = re.compile(r"^(__libc_)?(malloc|free|cfree|calloc|realloc|memalign|valloc|pvalloc|"
+                          r"posix_memalign|aligned_alloc|malloc_usable_size)$|^_int_|^_mid_memalign"
+                          r"|^malloc_|^tcache_|^sysmalloc|^systrim|^unlink_chunk|^arena_get|"
+                          r"^ptmalloc_|^__malloc_")
 
 
 def fastest_peers():
@@ -95,10 +109,10 @@ def counters(program, allocator, directory):
     return values
 
 
-def report_lines(data_file, sort):
+def report_lines(data_file, sort, percent_limit=0.5):
     """[(percent, fields...)] of `perf report --sort <sort>`, children not counted."""
     text = subprocess.run(["perf", "report", "-i", data_file, "--stdio", "--no-children",
-                           "--sort", sort, "--percent-limit", "0.5", "-g", "none"],
+                           "--sort", sort, "--percent-limit", str(percent_limit), "-g", "none"],
                           capture_output=True, text=True, check=True).stdout
     rows = []
     for line in text.splitlines():
@@ -126,12 +140,16 @@ def samples(program, allocator, directory):
         group = group_of(dso)
         shares[group] = shares.get(group, 0.0) + percent
     functions = []
-    for percent, rest in report_lines(data_file, "dso,sym")[:TOP_FUNCTIONS]:
+    for percent, rest in report_lines(data_file, "dso,sym", percent_limit=0):
         parts = rest.split(None, 1)
-        symbol = parts[1] if len(parts) > 1 else ""
+        symbol = re.sub(r"^\[[.k]\]\s+", "", parts[1] if len(parts) > 1 else "")
         functions.append({"percent": percent, "dso": os.path.basename(parts[0]),
-                          "symbol": re.sub(r"^\[[.k]\]\s+", "", symbol)})
-    return {"shares": shares, "functions": [f for f in functions if f["percent"] >= 1.0]}
+                          "symbol": symbol})
+        if allocator == "glibc" and "libc.so" in parts[0] and GLIBC_MALLOC.match(symbol):
+            shares["libc"] = shares.get("libc", 0.0) - percent
+            shares["allocator"] = shares.get("allocator", 0.0) + percent
+    return {"shares": shares,
+            "functions": [f for f in functions if f["percent"] >= 1.0][:TOP_FUNCTIONS]}
 
 
 def measure(quick, seed):
@@ -166,6 +184,61 @@ def measure(quick, seed):
 
 def number(value, scale=1.0, digits=0):
     return "n/s" if value is None else f"{value / scale:,.{digits}f}"
+
+
+def bound_rows(programs):
+    """Per program: [name, peer, pagemalloc's time over the peer's, pagemalloc's allocator
+    share, the peer's, pagemalloc with its own code free, any allocator with its code free]
+    (as numbers), from task-clock and the samples' shares."""
+    rows = []
+    for name, by_allocator in programs.items():
+        peer = by_allocator["peer"]
+        pm, other = by_allocator["pagemalloc"], by_allocator[peer]
+        pm_time, peer_time = (pm["counters"].get("task-clock"),
+                              other["counters"].get("task-clock"))
+        if not pm_time or not peer_time:
+            continue
+        pm_share = pm["shares"].get("allocator", 0.0) / 100
+        peer_share = other["shares"].get("allocator", 0.0) / 100
+        ratio = pm_time / peer_time
+        rows.append([name, peer, ratio, pm_share, peer_share, ratio * (1 - pm_share),
+                     1 - peer_share])
+    return rows
+
+
+def bound_section(programs):
+    """The bound's table and its geometric means, as markdown lines and a summary line."""
+    rows = bound_rows(programs)
+    if not rows:
+        return [], []
+    table = [[r[0], r[1], f"{r[2]:.3f}", f"{100 * r[3]:.1f}", f"{100 * r[4]:.1f}",
+              f"{r[5]:.3f}", f"{r[6]:.3f}"] for r in rows]
+    counted = [r for r in rows if r[0] in real_programs.DEFAULT_PROGRAMS]
+    if not counted:
+        return [], []
+    means = [geomean([r[i] for r in counted]) for i in (2, 5, 6)]
+    table.append([f"geometric mean of {len(counted)}", "", f"{means[0]:.3f}", "", "",
+                  f"{means[1]:.3f}", f"{means[2]:.3f}"])
+    lines = [
+        "## What a faster allocator could give",
+        "",
+        "Were an allocator's own code free and the rest of the program to run as it does, the",
+        "program would take (1 - the allocator's share of the samples) of its time. Under the",
+        "peer, that is the best any allocator could do against the peer without making the",
+        "program's own code (or the kernel's work for it) faster; under pagemalloc, the best",
+        "pagemalloc could do by making its own code faster. Times are one run's task-clock.",
+        "The geometric mean is over the real-programs study's programs (redis aside); the",
+        "JavaScript engines and gc-churn, there for the tree-overhead study, are shown only.",
+        "",
+        markdown_table(["program", "peer", "pagemalloc / peer", "pagemalloc's allocator %",
+                        "peer's allocator %", "pagemalloc, own code free / peer",
+                        "any allocator, own code free / peer"], table),
+        "",
+    ]
+    summary = [f"  bound: any allocator with its own code free {means[2]:.3f} x the peers' time "
+               f"(geometric mean); pagemalloc with its own code free {means[1]:.3f}; "
+               f"pagemalloc as run {means[0]:.3f}"]
+    return lines, summary
 
 
 def report(info, data):
@@ -210,9 +283,9 @@ def report(info, data):
         "",
         markdown_table(["program", "allocator"] + groups, share_rows),
         "",
-        "## Functions above 1% of the samples",
-        "",
     ]
+    bound_lines, bound_summary = bound_section(programs)
+    lines += bound_lines + ["## Functions above 1% of the samples", ""]
     for name, by_allocator in programs.items():
         for allocator in ("pagemalloc", by_allocator["peer"]):
             lines.append(f"**{name} under {allocator}**")
@@ -224,4 +297,4 @@ def report(info, data):
             lines.append("")
     (PAPER / "profiles.md").write_text("\n".join(lines) + "\n")
     return ["Profiles (share of samples in the allocator and in the kernel, page faults; under "
-            "the fastest peer in parentheses):"] + summary
+            "the fastest peer in parentheses):"] + summary + bound_summary
