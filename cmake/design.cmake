@@ -11,6 +11,7 @@
 #   PAGEMALLOC_MAX_SMALL_SIZE      2048 | 16384 | 65536
 #   PAGEMALLOC_RELEASE_CURRENT_SLAB ON | OFF
 #   PAGEMALLOC_LARGE_RUN_CACHE     ON | OFF
+#   PAGEMALLOC_DIRTY_RUNS_FIRST    ON | OFF
 #   PAGEMALLOC_ALLOCATED_RUNS_TREE ON | OFF
 #   PAGEMALLOC_VALIDATE_FREE       ON | OFF
 #   PAGEMALLOC_CHUNK_SIZE          1048576 | 2097152
@@ -30,6 +31,8 @@ set(PAGEMALLOC_RELEASE_CURRENT_SLAB "" CACHE STRING
     "release a bin's current slab when it empties: ON | OFF (empty: the preset's)")
 set(PAGEMALLOC_LARGE_RUN_CACHE "" CACHE STRING
     "arenas cache a few freed large blocks for reuse: ON | OFF (empty: the preset's)")
+set(PAGEMALLOC_DIRTY_RUNS_FIRST "" CACHE STRING
+    "the fit reuses wholly dirty free runs before fresh or purged pages: ON | OFF (empty: the preset's)")
 set(PAGEMALLOC_ALLOCATED_RUNS_TREE "" CACHE STRING
     "keep allocated runs in an address tree, searched for a large block's length: ON | OFF (empty: the preset's)")
 set(PAGEMALLOC_VALIDATE_FREE "" CACHE STRING
@@ -107,6 +110,7 @@ design_override(PAGEMALLOC_ARENAS kArenas count)
 design_override(PAGEMALLOC_MAX_SMALL_SIZE kMaxSmallSize 2048 16384 65536)
 design_override(PAGEMALLOC_RELEASE_CURRENT_SLAB kReleaseCurrentSlab bool)
 design_override(PAGEMALLOC_LARGE_RUN_CACHE kLargeRunCache bool)
+design_override(PAGEMALLOC_DIRTY_RUNS_FIRST kDirtyRunsFirst bool)
 design_override(PAGEMALLOC_ALLOCATED_RUNS_TREE kAllocatedRunsTree bool)
 design_override(PAGEMALLOC_VALIDATE_FREE kValidateFree bool)
 if(NOT PAGEMALLOC_CHUNK_SIZE STREQUAL "")

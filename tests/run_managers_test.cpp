@@ -55,9 +55,8 @@ using PageRun = ::pagemalloc::Run;
 
 // The variants under test: every run manager meets the same contract.
 // (AllocatedRunsTree is the rbtree variant with 2008's tree of allocated runs beside it.)
-using RunManagerTypes =
-    testing::Types<PagemapRuns<FakePal>, HybridRuns<FakePal>, RbtreeRuns<FakePal>,
-                   AllocatedRunsTree<RbtreeRuns<FakePal>>>;
+using RunManagerTypes = testing::Types<PagemapRuns<FakePal>, HybridRuns<FakePal>,
+                                       RbtreeRuns<FakePal>, AllocatedRunsTree<RbtreeRuns<FakePal>>>;
 
 static_assert(RunManager<PagemapRuns<FakePal>>);
 static_assert(RunManager<HybridRuns<FakePal>>);
@@ -185,7 +184,13 @@ PageCount SkewedRunLength(std::mt19937_64& rng) {
 template <class Runs>
 class RunManagerModel {
  public:
-  explicit RunManagerModel(std::uint64_t seed) : rng_(seed) {}
+  // dirty_runs_first: the fit's preference (run_manager_core.h). Off, every alloc must take the
+  // best fit of all the free runs; on, a free run that fits (the model does not track which
+  // pages are clean: the run manager's checks hold it to its own counts).
+  RunManagerModel(std::uint64_t seed, bool dirty_runs_first)
+      : rng_(seed), dirty_runs_first_(dirty_runs_first) {
+    runs_.set_dirty_runs_first(dirty_runs_first);
+  }
 
   testing::AssertionResult RunSteps(std::size_t steps, const OperationMix& mix) {
     std::discrete_distribution<int> pick({double(mix.alloc), double(mix.free_whole),
@@ -289,8 +294,9 @@ class RunManagerModel {
     return it;
   }
 
-  // alloc serves the best-fitting free run, from its start, and takes a new chunk only when
-  // no free run is long enough. Chunks that hold no live run are wholly free.
+  // alloc serves the best-fitting free run (with dirty runs first: a free run that fits), from
+  // its start, and takes a new chunk only when no free run is long enough. Chunks that hold no
+  // live run are wholly free.
   testing::AssertionResult Alloc(PageCount n) {
     FreeRunSurvey survey = SurveyFreeRuns(n);
     std::size_t chunks_before = runs_.chunks();
@@ -315,6 +321,7 @@ class RunManagerModel {
     }
     std::size_t taken = FreeRunTakenBy(got.run);
     std::size_t expected_taken = best_fit == 0 ? kUsablePages<Runs>.value() : best_fit;
+    if (dirty_runs_first_ && best_fit != 0 && taken >= n.value()) expected_taken = taken;
     if (taken != expected_taken) {
       return testing::AssertionFailure()
              << "alloc(" << n.value() << ") took the first pages of a free run of " << taken
@@ -552,66 +559,75 @@ class RunManagerModel {
   std::uint8_t next_tag_ = 1;
   std::uint64_t now_ms_ = 0;
   std::size_t step_ = 0;
+  bool dirty_runs_first_;
 };
 
 template <class Runs>
 class RunManagerModelTest : public testing::Test {};
 TYPED_TEST_SUITE(RunManagerModelTest, RunManagerTypes);
 
-// Seeds differ per test so that the tests do not repeat each other's sequence.
+// Seeds differ per test so that the tests do not repeat each other's sequence. Each runs with
+// the fit's two preferences: one best fit over every free run, and dirty runs first.
 void ExpectModelHolds(const char* test, std::uint64_t salt, auto run_steps) {
   std::uint64_t seed = BaseSeed() ^ salt;
   SCOPED_TRACE(testing::Message() << test << ": replay with PAGEMALLOC_TEST_SEED=" << BaseSeed()
                                   << " (this test's seed " << seed << ")");
-  EXPECT_TRUE(run_steps(seed));
+  for (bool dirty_runs_first : {false, true}) {
+    SCOPED_TRACE(dirty_runs_first ? "dirty runs first" : "one best fit");
+    EXPECT_TRUE(run_steps(seed, dirty_runs_first));
+  }
 }
 
 TYPED_TEST(RunManagerModelTest, MixedOperationsMatchTheModel) {
-  ExpectModelHolds("mixed", 0, [](std::uint64_t seed) {
-    return RunManagerModel<TypeParam>(seed).RunSteps(60'000, {.alloc = 30,
-                                                              .free_whole = 14,
-                                                              .free_part = 8,
-                                                              .grow = 12,
-                                                              .shrink = 8,
-                                                              .purge = 3,
-                                                              .max_live_runs = 96});
+  ExpectModelHolds("mixed", 0, [](std::uint64_t seed, bool dirty_runs_first) {
+    return RunManagerModel<TypeParam>(seed, dirty_runs_first)
+        .RunSteps(60'000, {.alloc = 30,
+                           .free_whole = 14,
+                           .free_part = 8,
+                           .grow = 12,
+                           .shrink = 8,
+                           .purge = 3,
+                           .max_live_runs = 96});
   });
 }
 
 TYPED_TEST(RunManagerModelTest, AllocFreeChurnMatchesTheModel) {
-  ExpectModelHolds("churn", 0x1111, [](std::uint64_t seed) {
-    return RunManagerModel<TypeParam>(seed).RunSteps(55'000, {.alloc = 50,
-                                                              .free_whole = 45,
-                                                              .free_part = 5,
-                                                              .grow = 0,
-                                                              .shrink = 0,
-                                                              .purge = 1,
-                                                              .max_live_runs = 128});
+  ExpectModelHolds("churn", 0x1111, [](std::uint64_t seed, bool dirty_runs_first) {
+    return RunManagerModel<TypeParam>(seed, dirty_runs_first)
+        .RunSteps(55'000, {.alloc = 50,
+                           .free_whole = 45,
+                           .free_part = 5,
+                           .grow = 0,
+                           .shrink = 0,
+                           .purge = 1,
+                           .max_live_runs = 128});
   });
 }
 
 TYPED_TEST(RunManagerModelTest, ResizeHeavyMatchesTheModel) {
-  ExpectModelHolds("resize", 0x2222, [](std::uint64_t seed) {
-    return RunManagerModel<TypeParam>(seed).RunSteps(50'000, {.alloc = 20,
-                                                              .free_whole = 10,
-                                                              .free_part = 10,
-                                                              .grow = 35,
-                                                              .shrink = 25,
-                                                              .purge = 2,
-                                                              .max_live_runs = 48});
+  ExpectModelHolds("resize", 0x2222, [](std::uint64_t seed, bool dirty_runs_first) {
+    return RunManagerModel<TypeParam>(seed, dirty_runs_first)
+        .RunSteps(50'000, {.alloc = 20,
+                           .free_whole = 10,
+                           .free_part = 10,
+                           .grow = 35,
+                           .shrink = 25,
+                           .purge = 2,
+                           .max_live_runs = 48});
   });
 }
 
 TYPED_TEST(RunManagerModelTest, FewRunsWithFrequentPurgeMatchTheModel) {
   // Few live runs: chunks often become wholly free and are released and taken again.
-  ExpectModelHolds("purge", 0x3333, [](std::uint64_t seed) {
-    return RunManagerModel<TypeParam>(seed).RunSteps(40'000, {.alloc = 30,
-                                                              .free_whole = 25,
-                                                              .free_part = 10,
-                                                              .grow = 10,
-                                                              .shrink = 10,
-                                                              .purge = 15,
-                                                              .max_live_runs = 12});
+  ExpectModelHolds("purge", 0x3333, [](std::uint64_t seed, bool dirty_runs_first) {
+    return RunManagerModel<TypeParam>(seed, dirty_runs_first)
+        .RunSteps(40'000, {.alloc = 30,
+                           .free_whole = 25,
+                           .free_part = 10,
+                           .grow = 10,
+                           .shrink = 10,
+                           .purge = 15,
+                           .max_live_runs = 12});
   });
 }
 
@@ -1096,6 +1112,62 @@ TYPED_TEST(RunManagerTest, FreedRunsAreDirty) {
   EXPECT_GE(this->runs_.dirty_pages().value(), 9u);
   EXPECT_LE(this->runs_.dirty_pages(), this->runs_.free_pages());
   EXPECT_TRUE(InvariantsHold(this->runs_));
+}
+
+// Dirty runs first (run_manager_core.h): pages handed out and freed are reused before fresh
+// ones, even where the fresh ones are the better fit; with one best fit over every free run,
+// the fresh ones are taken.
+TYPED_TEST(RunManagerTest, FreedPagesAreReusedBeforeAShorterFreshTail) {
+  const std::size_t usable = TestFixture::kUsable.value();
+  for (bool dirty_runs_first : {true, false}) {
+    SCOPED_TRACE(dirty_runs_first ? "dirty runs first" : "one best fit");
+    FakePal pal{kDirectedPalCapacity};
+    TypeParam runs{pal};
+    runs.set_dirty_runs_first(dirty_runs_first);
+    AllocatedRun freed = runs.alloc(PageCount(100));
+    AllocatedRun wall = runs.alloc(PageCount(1));
+    AllocatedRun filler = runs.alloc(PageCount(usable - 100 - 1 - 20));  // 20 fresh pages left
+    ASSERT_TRUE(freed.run && wall.run && filler.run);
+    runs.free(freed.run);
+    AllocatedRun got = runs.alloc(PageCount(10));
+    ASSERT_TRUE(got.run);
+    if (dirty_runs_first) {
+      EXPECT_EQ(got.run.base(), freed.run.base()) << "the freed pages, not the fresh tail";
+      EXPECT_FALSE(got.zeroed);
+    } else {
+      EXPECT_EQ(got.run.first, filler.run.end()) << "the shortest free run that fits";
+      EXPECT_TRUE(got.zeroed);
+    }
+    EXPECT_TRUE(InvariantsHold(runs));
+    for (const AllocatedRun& r : {got, wall, filler}) runs.free(r.run);
+    EXPECT_TRUE(InvariantsHold(runs));
+  }
+}
+
+// A freed run that coalesces with more than 1/8 of its pages clean comes after the mostly
+// dirty runs; a run of one page freed beside a few clean ones stays among them.
+TYPED_TEST(RunManagerTest, ARunJoinedToManyCleanPagesComesAfterTheMostlyDirtyOnes) {
+  const std::size_t usable = TestFixture::kUsable.value();
+  AllocatedRun dirty = this->runs_.alloc(PageCount(usable - 111));
+  AllocatedRun wall = this->runs_.alloc(PageCount(1));
+  AllocatedRun small = this->runs_.alloc(PageCount(8));  // 102 fresh pages after it
+  ASSERT_TRUE(dirty.run && wall.run && small.run);
+  this->runs_.free(small.run);  // 110 free pages, 102 of them clean
+  this->runs_.free(dirty.run);  // longer than those 110, all dirty
+  AllocatedRun got = this->runs_.alloc(PageCount(10));
+  ASSERT_TRUE(got.run);
+  EXPECT_EQ(got.run.base(), dirty.run.base())
+      << "the mostly dirty run, though the run with the fresh tail fits better";
+  EXPECT_TRUE(InvariantsHold(this->runs_));
+
+  this->runs_.free(got.run);
+  this->runs_.purge(0);  // every run clean: one best fit again
+  AllocatedRun after_purge = this->runs_.alloc(PageCount(10));
+  ASSERT_TRUE(after_purge.run);
+  EXPECT_EQ(after_purge.run.first, wall.run.end()) << "the shortest free run that fits";
+  EXPECT_TRUE(InvariantsHold(this->runs_));
+  this->runs_.free(after_purge.run);
+  this->runs_.free(wall.run);
 }
 
 TYPED_TEST(RunManagerTest, PurgeTakesOnlyRunsFreeForAtLeastTheMinimumAge) {

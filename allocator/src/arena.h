@@ -146,14 +146,18 @@ class Allocator<Config>::Arena {
         pal_(this, huge),
         runs_(pal_),
         stash_slots_{},
-        remote_ring_slots_{} {}
+        remote_ring_slots_{} {
+    runs_.set_dirty_runs_first(Config::kDirtyRunsFirst);
+  }
   // For an arena placed in memory of its own, a fresh anonymous mapping (which reads zero):
   // the stashes and the rings' slots (most of the arena's size) are left unwritten, so that
   // an arena that never uses them (an explicit one) never makes their pages resident. A stash
   // slot is only read after it was written; a ring's slots must read null, as they do.
   struct LeaveStashesUnwritten {};
   Arena(unsigned index, HugeManager* huge, ArenaNeighbours neighbours, LeaveStashesUnwritten)
-      : index_(index), neighbours_(neighbours), pal_(this, huge), runs_(pal_) {}
+      : index_(index), neighbours_(neighbours), pal_(this, huge), runs_(pal_) {
+    runs_.set_dirty_runs_first(Config::kDirtyRunsFirst);
+  }
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 

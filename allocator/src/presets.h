@@ -21,6 +21,11 @@
 //   kLargeRunCache       an arena keeps a few freed large blocks of up to 256 KiB as they were,
 //                        for the next request of the same length (large_run_cache.h); off,
 //                        each goes back to the run manager at once (jemalloc in 2008)
+//   kDirtyRunsFirst      the run manager's fit looks among the free runs whose pages were all
+//                        handed out before the others (fresh, purged, or joined to either),
+//                        so that freed pages are reused before fresh ones are touched
+//                        (run_manager_core.h); off, one best fit over every free run
+//                        (jemalloc in 2008)
 //   kAllocatedRunsTree   every allocated run also sits in an address tree, searched for a
 //                        large block's length (AllocatedRunsTree: jemalloc from January to
 //                        July 2008); off, the page map's first entry gives it
@@ -62,6 +67,7 @@ struct DefaultConfig {
   static constexpr std::size_t kMaxSmallSize = 65536;
   static constexpr bool kReleaseCurrentSlab = false;
   static constexpr bool kLargeRunCache = true;
+  static constexpr bool kDirtyRunsFirst = true;
   static constexpr bool kAllocatedRunsTree = false;
   static constexpr bool kValidateFree = false;
   static constexpr std::size_t kLgChunkSize = 21;
@@ -77,6 +83,7 @@ struct Je2008TreesConfig : DefaultConfig {
   static constexpr std::size_t kMaxSmallSize = 2048;
   static constexpr bool kReleaseCurrentSlab = true;
   static constexpr bool kLargeRunCache = false;
+  static constexpr bool kDirtyRunsFirst = false;
   static constexpr bool kAllocatedRunsTree = true;
   static constexpr bool kValidateFree = true;
   static constexpr std::size_t kLgChunkSize = 20;

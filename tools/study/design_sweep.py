@@ -51,7 +51,8 @@ SWEEP_BUILDS = ROOT / "build" / "sweep"
 DESIGN_OPTIONS = ["PAGEMALLOC_RUNS", "PAGEMALLOC_THREAD_CACHES", "PAGEMALLOC_TRANSFER_STASH",
                   "PAGEMALLOC_ARENAS", "PAGEMALLOC_MAX_SMALL_SIZE",
                   "PAGEMALLOC_RELEASE_CURRENT_SLAB", "PAGEMALLOC_ALLOCATED_RUNS_TREE",
-                  "PAGEMALLOC_VALIDATE_FREE", "PAGEMALLOC_CHUNK_SIZE", "PAGEMALLOC_LARGE_RUN_CACHE"]
+                  "PAGEMALLOC_VALIDATE_FREE", "PAGEMALLOC_CHUNK_SIZE", "PAGEMALLOC_LARGE_RUN_CACHE",
+                  "PAGEMALLOC_DIRTY_RUNS_FIRST"]
 # One design choice per step, from 2008's towards today's; each step keeps the ones before it.
 # After the last, the design is today's default (allocator/src/presets.h).
 STEPS = [
@@ -65,6 +66,7 @@ STEPS = [
     ("chunks of 2 MiB", {"PAGEMALLOC_CHUNK_SIZE": "2097152"}),
     ("one arena per CPU", {"PAGEMALLOC_ARENAS": "0"}),
     ("large-run cache", {"PAGEMALLOC_LARGE_RUN_CACHE": "ON"}),
+    ("dirty runs first", {"PAGEMALLOC_DIRTY_RUNS_FIRST": "ON"}),
 ]
 PROGRAMS = ["duk", "mujs", "gc-churn", "python", "perl", "lua", "ruby", "sqlite", "gxx", "jq",
             "redis"]

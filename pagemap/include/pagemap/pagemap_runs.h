@@ -8,7 +8,8 @@
 // fit as well (as TLSF and mimalloc's spans do).
 //
 // Within a list, the most recently freed run is served first: its pages are the warmest.
-// The lists run through the free runs' records (run_manager_core.h), outside the chunks.
+// The mostly dirty runs have lists and bitmaps of their own, searched first
+// (run_manager_core.h). The lists run through the free runs' records, outside the chunks.
 #pragma once
 
 #include <bit>
@@ -38,33 +39,50 @@ class PagemapRuns : public RunManagerCore<PagemapRuns<P>, PagemapNode, P> {
   using Core::Core;
 
  private:
-  PagemapNode* find_fit(PageCount n) {
-    std::size_t w = n.value() / 64;
-    std::uint64_t bits = words_[w] & (~std::uint64_t{0} << (n.value() % 64));
-    if (bits == 0) {
-      std::uint64_t above = summary_ & ~((std::uint64_t{2} << w) - 1);
-      if (above == 0) return nullptr;
-      w = std::size_t(std::countr_zero(above));
-      bits = words_[w];
+  // Free runs of one kind by exact length: a list per length and a two-level bitmap of the
+  // non-empty lists.
+  struct ByLength {
+    List lists[kLists];
+    std::uint64_t words[kWords] = {};
+    std::uint64_t summary = 0;
+
+    PagemapNode* find(PageCount n) const {
+      std::size_t w = n.value() / 64;
+      std::uint64_t bits = words[w] & (~std::uint64_t{0} << (n.value() % 64));
+      if (bits == 0) {
+        std::uint64_t above = summary & ~((std::uint64_t{2} << w) - 1);
+        if (above == 0) return nullptr;
+        w = std::size_t(std::countr_zero(above));
+        bits = words[w];
+      }
+      std::size_t length = w * 64 + std::size_t(std::countr_zero(bits));
+      return lists[length].front();
     }
-    std::size_t length = w * 64 + std::size_t(std::countr_zero(bits));
-    return lists_[length].front();
+    void insert(PagemapNode* node, std::size_t length) {
+      lists[length].push_front(node);
+      words[length / 64] |= std::uint64_t{1} << (length % 64);
+      summary |= std::uint64_t{1} << (length / 64);
+    }
+    void remove(PagemapNode* node, std::size_t length) {
+      lists[length].remove(node);
+      if (lists[length].empty()) {
+        words[length / 64] &= ~(std::uint64_t{1} << (length % 64));
+        if (words[length / 64] == 0) summary &= ~(std::uint64_t{1} << (length / 64));
+      }
+    }
+  };
+
+  PagemapNode* find_fit(PageCount n) {
+    if (PagemapNode* node = by_length_[1].find(n)) return node;
+    return by_length_[0].find(n);
   }
 
   void index_insert(PagemapNode* node, PageCount pages) {
-    std::size_t length = pages.value();
-    lists_[length].push_front(node);
-    words_[length / 64] |= std::uint64_t{1} << (length % 64);
-    summary_ |= std::uint64_t{1} << (length / 64);
+    by_length_[node->mostly_dirty].insert(node, pages.value());
   }
 
   void index_remove(PagemapNode* node, PageCount pages) {
-    std::size_t length = pages.value();
-    lists_[length].remove(node);
-    if (lists_[length].empty()) {
-      words_[length / 64] &= ~(std::uint64_t{1} << (length % 64));
-      if (words_[length / 64] == 0) summary_ &= ~(std::uint64_t{1} << (length / 64));
-    }
+    by_length_[node->mostly_dirty].remove(node, pages.value());
   }
 
   FreeSpan left_neighbour(std::byte* chunk, PageIndex first) const {
@@ -76,27 +94,33 @@ class PagemapRuns : public RunManagerCore<PagemapRuns<P>, PagemapNode, P> {
 
   template <class F>
   void for_each_free(F&& visit) const {
-    for (std::size_t length = 1; length < kLists; ++length)
-      for (PagemapNode* n = lists_[length].front(); n != nullptr; n = n->next)
-        visit(this->span_at(n));
+    for (const ByLength& index : by_length_)
+      for (std::size_t length = 1; length < kLists; ++length)
+        for (PagemapNode* n = index.lists[length].front(); n != nullptr; n = n->next)
+          visit(this->span_at(n));
   }
 
   const char* check_index() const {
-    for (std::size_t length = 0; length < kLists; ++length) {
-      bool listed = !lists_[length].empty();
-      bool marked = (words_[length / 64] >> (length % 64)) & 1;
-      if (listed != marked) return "the bitmap disagrees with the free lists";
-      for (PagemapNode* n = lists_[length].front(); n != nullptr; n = n->next)
-        if (this->span_at(n).pages.value() != length) return "a run is on the wrong free list";
+    for (bool mostly_dirty : {false, true}) {
+      const ByLength& index = by_length_[mostly_dirty];
+      for (std::size_t length = 0; length < kLists; ++length) {
+        bool listed = !index.lists[length].empty();
+        bool marked = (index.words[length / 64] >> (length % 64)) & 1;
+        if (listed != marked) return "the bitmap disagrees with the free lists";
+        for (PagemapNode* n = index.lists[length].front(); n != nullptr; n = n->next) {
+          if (this->span_at(n).pages.value() != length) return "a run is on the wrong free list";
+          if (n->mostly_dirty != mostly_dirty)
+            return "a run is among the mostly dirty runs or the others by mistake";
+        }
+      }
+      for (std::size_t w = 0; w < kWords; ++w)
+        if (((index.summary >> w) & 1) != (index.words[w] != 0))
+          return "the summary bitmap is stale";
     }
-    for (std::size_t w = 0; w < kWords; ++w)
-      if (((summary_ >> w) & 1) != (words_[w] != 0)) return "the summary bitmap is stale";
     return nullptr;
   }
 
-  List lists_[kLists];
-  std::uint64_t words_[kWords] = {};
-  std::uint64_t summary_ = 0;
+  ByLength by_length_[2];  // [1]: the mostly dirty runs, searched first; [0]: the others
 };
 
 }  // namespace pagemalloc

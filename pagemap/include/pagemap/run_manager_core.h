@@ -4,8 +4,10 @@
 // A variant (CRTP `Derived`) supplies only its free-run index, over records of its type `Node`
 // (a RunRecord):
 //
-//   Node* find_fit(PageCount n)                  the best-fitting free run of >= n pages
-//   void index_insert(Node*, PageCount pages)    / index_remove(Node*, PageCount pages)
+//   Node* find_fit(PageCount n)                  the best-fitting free run of >= n pages among
+//                                                the mostly dirty ones, else among the others
+//   void index_insert(Node*, PageCount pages)    / index_remove(Node*, PageCount pages), in
+//                                                the part of the index node->mostly_dirty says
 //   FreeSpan left_neighbour(chunk, PageIndex first)   the free run ending at first-1, if any
 //   FreeSpan right_neighbour(chunk, PageIndex end)    the free run starting at end, if any
 //   template <class F> void for_each_free(F)     every free run (for the invariant checks)
@@ -16,6 +18,16 @@
 // its old end: a run free for longer than the decay has its pages returned to the OS, and a
 // chunk that is wholly free and purged is released. Freed runs are always taken as dirty, and
 // so is a chunk the Pal hands over used (ReusesChunks, pal.h).
+//
+// Dirty runs first (set_dirty_runs_first, on unless a design says otherwise): each free run's
+// record counts its clean pages, those not handed out since its chunk came or it was last
+// purged (an upper bound: a run cut from the front of a free run is taken as cut from its
+// dirty pages). A run at most 1/8 of whose pages are clean is "mostly dirty", and the fit
+// looks among those before the others, as jemalloc's extents reuse dirty pages before retained
+// ones. Otherwise a run that coalesced with a chunk's untouched tail, on the front of its
+// length's list or lowest by address, would be cut again into that tail, faulting in fresh
+// pages while freed ones sat resident beside them: a program that freed its 6.4 MB of 4 KiB
+// blocks and made them again touched 8 MB.
 //
 // Records live outside the chunks, in pools (record_pool.h): one per free run (its index
 // links, its place on the dirty list, the run's address), found from the run's first and last
@@ -53,7 +65,9 @@ struct DirtyLink {
 
 // Every variant's record of a free run starts with this.
 struct RunRecord : DirtyLink {
-  std::byte* run;  // the run's first byte: its chunk (a mask) and first page
+  std::byte* run;                 // the run's first byte: its chunk (a mask) and first page
+  std::uint32_t clean_pages = 0;  // at most this many of its pages clean (fresh or purged)
+  bool mostly_dirty = false;      // at most 1/8 of them: in the part of the index searched first
 };
 
 // The run manager's record of a chunk.
@@ -156,6 +170,11 @@ class RunManagerCore {
 
   void advance_clock(std::uint64_t now_ms) { now_ms_ = now_ms; }
 
+  // Whether the fit looks among the mostly dirty runs first (see the top of this file). Set
+  // before the first alloc.
+  constexpr void set_dirty_runs_first(bool on) { dirty_runs_first_ = on; }
+  [[nodiscard]] bool dirty_runs_first() const { return dirty_runs_first_; }
+
   PageCount purge(std::uint64_t min_age_ms) {
     return purge_from_oldest([&](const Node* node, PageCount) {
       return now_ms_ - node->freed_at_ms >= min_age_ms;  // freed_at <= now always
@@ -201,6 +220,7 @@ class RunManagerCore {
       problem = check_free_run(s);
       free_total += s.pages.value();
       dirty_runs += s.dirty ? 1 : 0;
+      if (problem == nullptr) problem = check_clean_pages(s);
       ++free_runs;
     });
     if (problem != nullptr) return problem;
@@ -286,7 +306,9 @@ class RunManagerCore {
     PageCount pages = run.pages;
     PageCount newly_dirty = run.pages;
     RunRecord* record = nullptr;
+    std::uint32_t clean = 0;  // the neighbours' clean pages: the run's own are all dirty
     if (FreeSpan left = self().left_neighbour(run.chunk, first)) {
+      clean += left.record->clean_pages;
       detach(left);
       first = left.first;
       pages = pages + left.pages;
@@ -295,6 +317,7 @@ class RunManagerCore {
       counters_.coalesce();
     }
     if (FreeSpan right = self().right_neighbour(run.chunk, first + pages)) {
+      clean += right.record->clean_pages;
       detach(right);
       pages = pages + right.pages;
       if (!right.dirty) newly_dirty = newly_dirty + right.pages;
@@ -305,7 +328,7 @@ class RunManagerCore {
     if (record == nullptr) record = records_.take();
     free_pages_ = free_pages_ + run.pages;
     dirty_pages_ = dirty_pages_ + newly_dirty;
-    attach(FreeSpan{run.chunk, first, pages, true, record}, now_ms_);
+    attach(FreeSpan{run.chunk, first, pages, true, record}, now_ms_, clean);
   }
 
   // Purges dirty runs from the oldest while go_on(run, pages purged so far) says so. A chunk
@@ -326,6 +349,9 @@ class RunManagerCore {
       }
       pal_.decommit(span.base(), span.pages.bytes());
       write_free_tags(span.chunk, span.first, span.pages, false, node);
+      self().index_remove(node, span.pages);  // clean now: among the others
+      node->clean_pages = std::uint32_t(span.pages.value());
+      index_place(node, span.pages);
     }
     return purged;
   }
@@ -343,13 +369,21 @@ class RunManagerCore {
     counters_.map_write(2);
   }
 
-  // Makes `span` a free run recorded by span.record: tags, index, and (when dirty) the dirty
-  // list's tail.
-  [[gnu::hot]] void attach(FreeSpan span, std::uint64_t freed_at) {
+  // Puts `node`, a free run of `pages` pages whose clean_pages is set, in the index: among the
+  // mostly dirty runs if it is one and they come first.
+  [[gnu::hot]] void index_place(Node* node, PageCount pages) {
+    node->mostly_dirty = dirty_runs_first_ && std::size_t{node->clean_pages} * 8 <= pages.value();
+    self().index_insert(node, pages);
+  }
+
+  // Makes `span` a free run recorded by span.record, `clean` of its pages clean: tags, index,
+  // and (when dirty) the dirty list's tail.
+  [[gnu::hot]] void attach(FreeSpan span, std::uint64_t freed_at, std::uint32_t clean) {
     Node* node = node_of(span);
     node->run = span.base();
+    node->clean_pages = clean;
     write_free_tags(span.chunk, span.first, span.pages, span.dirty, node);
-    self().index_insert(node, span.pages);
+    index_place(node, span.pages);
     if (span.dirty) {
       node->freed_at_ms = freed_at;
       dirty_.push_back(node);
@@ -373,7 +407,9 @@ class RunManagerCore {
       PageCount rest_pages = span.pages - n;
       node->run = span.chunk + (rest.value() << kLgPageSize);
       write_free_tags(span.chunk, rest, rest_pages, span.dirty, node);
-      self().index_insert(node, rest_pages);
+      if (node->clean_pages > rest_pages.value())  // the pages taken count as dirty ones
+        node->clean_pages = std::uint32_t(rest_pages.value());
+      index_place(node, rest_pages);
       counters_.split();
     } else {
       if (span.dirty) dirty_.remove(node);
@@ -404,8 +440,10 @@ class RunManagerCore {
     counters_.chunk_added();
     free_pages_ = free_pages_ + Layout::kUsablePages;
     if (used) dirty_pages_ = dirty_pages_ + Layout::kUsablePages;
+    // A used chunk's pages are resident as its last holder left them, perhaps not all touched:
+    // they count as clean.
     attach(FreeSpan{chunk, Layout::kFirstRunPage, Layout::kUsablePages, used, records_.take()},
-           now_ms_);
+           now_ms_, std::uint32_t(Layout::kUsablePages.value()));
     return true;
   }
 
@@ -419,6 +457,16 @@ class RunManagerCore {
     chunk_records_.give(info);
     --chunk_count_;
     pal_.release(whole.chunk, kChunkSize);
+  }
+
+  const char* check_clean_pages(FreeSpan s) const {
+    const RunRecord& r = *s.record;
+    if (r.clean_pages > s.pages.value()) return "a free run counts more clean pages than it has";
+    if (!s.dirty && r.clean_pages != s.pages.value())
+      return "a clean run does not count all its pages clean";
+    if (r.mostly_dirty != (dirty_runs_first_ && std::size_t{r.clean_pages} * 8 <= s.pages.value()))
+      return "a run is among the mostly dirty runs or the others by mistake";
+    return nullptr;
   }
 
   const char* check_free_run(FreeSpan s) const {
@@ -457,6 +505,7 @@ class RunManagerCore {
   PageCount free_pages_;
   PageCount dirty_pages_;
   std::uint64_t now_ms_ = 0;
+  bool dirty_runs_first_ = true;
   RunCounters counters_;
 };
 

@@ -256,6 +256,8 @@ class TracingRuns {
     record(TraceOp::TrimHead, run, n.value(), 0);
   }
 
+  constexpr void set_dirty_runs_first(bool on) { inner_.set_dirty_runs_first(on); }
+
   void advance_clock(std::uint64_t now_ms) {
     inner_.advance_clock(now_ms);
     record(TraceOp::AdvanceClock, Run{}, now_ms, 0);

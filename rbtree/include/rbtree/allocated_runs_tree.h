@@ -82,6 +82,7 @@ class AllocatedRunsTree {
   }
 
   void advance_clock(std::uint64_t now_ms) { inner_.advance_clock(now_ms); }
+  constexpr void set_dirty_runs_first(bool on) { inner_.set_dirty_runs_first(on); }
   // A purge also gives back the nodes' pool when no run is allocated (an arena reset or
   // destroyed keeps no block of it mapped).
   PageCount purge(std::uint64_t min_age_ms) {

@@ -30,13 +30,16 @@ class HybridRuns : public RunManagerCore<HybridRuns<P>, HybridNode, P> {
   constexpr explicit HybridRuns(P& pal) : Core(pal) {}
 
  private:
-  HybridNode* find_fit(PageCount n) { return by_size_.lower_bound({n.value(), 0}); }
+  HybridNode* find_fit(PageCount n) {
+    if (HybridNode* node = by_size_[1].lower_bound({n.value(), 0})) return node;
+    return by_size_[0].lower_bound({n.value(), 0});
+  }
 
   void index_insert(HybridNode* node, PageCount pages) {
     node->pages = pages.value();
-    by_size_.insert(node);
+    by_size_[node->mostly_dirty].insert(node);
   }
-  void index_remove(HybridNode* node, PageCount) { by_size_.erase(node); }
+  void index_remove(HybridNode* node, PageCount) { by_size_[node->mostly_dirty].erase(node); }
 
   FreeSpan left_neighbour(std::byte* chunk, PageIndex first) const {
     return this->free_run_ending_before(chunk, first);
@@ -47,21 +50,29 @@ class HybridRuns : public RunManagerCore<HybridRuns<P>, HybridNode, P> {
 
   template <class F>
   void for_each_free(F&& visit) const {
-    auto& tree = const_cast<SizeTree&>(by_size_);
-    for (HybridNode* n = tree.first(); n != nullptr; n = tree.next(n)) visit(this->span_at(n));
+    for (const SizeTree& index : by_size_) {
+      auto& tree = const_cast<SizeTree&>(index);
+      for (HybridNode* n = tree.first(); n != nullptr; n = tree.next(n)) visit(this->span_at(n));
+    }
   }
 
   const char* check_index() const {
-    if (const char* problem = by_size_.check_invariants()) return problem;
-    const char* problem = nullptr;
-    for_each_free([&](FreeSpan s) {
-      if (problem == nullptr && this->node_of(s)->pages != s.pages.value())
-        problem = "a tree node's length disagrees with its run's boundary tags";
-    });
-    return problem;
+    for (bool mostly_dirty : {false, true}) {
+      if (const char* problem = by_size_[mostly_dirty].check_invariants()) return problem;
+      auto& tree = const_cast<SizeTree&>(by_size_[mostly_dirty]);
+      for (HybridNode* n = tree.first(); n != nullptr; n = tree.next(n)) {
+        if (n->pages != this->span_at(n).pages.value())
+          return "a tree node's length disagrees with its run's boundary tags";
+        if (n->mostly_dirty != mostly_dirty)
+          return "a run is among the mostly dirty runs or the others by mistake";
+      }
+    }
+    return nullptr;
   }
 
-  SizeTree by_size_{TreeWorkCounter<>{&this->counters_mut()}};
+  // [1]: the mostly dirty runs, searched first (run_manager_core.h); [0]: the others.
+  SizeTree by_size_[2] = {SizeTree{TreeWorkCounter<>{&this->counters_mut()}},
+                          SizeTree{TreeWorkCounter<>{&this->counters_mut()}}};
 };
 
 }  // namespace pagemalloc

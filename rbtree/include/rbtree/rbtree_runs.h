@@ -38,15 +38,18 @@ class RbtreeRuns : public RunManagerCore<RbtreeRuns<P>, RbtreeNode, P> {
   constexpr explicit RbtreeRuns(P& pal) : Core(pal) {}
 
  private:
-  RbtreeNode* find_fit(PageCount n) { return by_size_.lower_bound({n.value(), 0}); }
+  RbtreeNode* find_fit(PageCount n) {
+    if (RbtreeNode* node = by_size_[1].lower_bound({n.value(), 0})) return node;
+    return by_size_[0].lower_bound({n.value(), 0});
+  }
 
   void index_insert(RbtreeNode* node, PageCount pages) {
     node->pages = pages.value();
-    by_size_.insert(node);
+    by_size_[node->mostly_dirty].insert(node);
     by_address_.insert(node);
   }
   void index_remove(RbtreeNode* node, PageCount) {
-    by_size_.erase(node);
+    by_size_[node->mostly_dirty].erase(node);
     by_address_.erase(node);
   }
 
@@ -74,23 +77,27 @@ class RbtreeRuns : public RunManagerCore<RbtreeRuns<P>, RbtreeNode, P> {
   }
 
   const char* check_index() const {
-    if (const char* problem = by_size_.check_invariants()) return problem;
+    if (const char* problem = by_size_[0].check_invariants()) return problem;
+    if (const char* problem = by_size_[1].check_invariants()) return problem;
     if (const char* problem = by_address_.check_invariants()) return problem;
-    if (by_size_.size() != by_address_.size()) return "the two trees hold different runs";
+    if (by_size_[0].size() + by_size_[1].size() != by_address_.size())
+      return "the size trees and the address tree hold different runs";
     const char* problem = nullptr;
-    auto& by_size = const_cast<SizeTree&>(by_size_);
     for_each_free([&](FreeSpan s) {
       RbtreeNode* node = this->node_of(s);
+      auto& by_size = const_cast<SizeTree&>(by_size_[node->mostly_dirty]);
       if (problem != nullptr) return;
       if (node->pages != s.pages.value())
         problem = "a tree node's length disagrees with its run's boundary tags";
       else if (by_size.find({node->pages, address_of(node->run)}) != node)
-        problem = "a run in the address tree is missing from the size tree";
+        problem = "a run in the address tree is missing from its size tree";
     });
     return problem;
   }
 
-  SizeTree by_size_{TreeWorkCounter<>{&this->counters_mut()}};
+  // [1]: the mostly dirty runs, searched first (run_manager_core.h); [0]: the others.
+  SizeTree by_size_[2] = {SizeTree{TreeWorkCounter<>{&this->counters_mut()}},
+                          SizeTree{TreeWorkCounter<>{&this->counters_mut()}}};
   AddressTree by_address_{TreeWorkCounter<>{&this->counters_mut()}};
 };
 
