@@ -1,8 +1,9 @@
 // How many regions a thread cache moves per trip to its arena (thread_cache.h): half a bin's
 // limit each way, but the whole limit for a bin that flows one way only. A bin refilled
 // kProducerRefills times without a flush (a producer's) refills its whole limit; a bin flushed
-// twice without a refill between (a consumer's) flushes all it holds. Each test runs on a
-// fresh thread, whose bins start empty.
+// twice without a refill between (a consumer's) flushes all it holds; a bin left idle while
+// the cache ticks flushes all it holds too. Each test runs on a fresh thread, whose bins start
+// empty.
 #include <gtest/gtest.h>
 
 #include <pagemalloc/pagemalloc.h>
@@ -89,6 +90,28 @@ TEST(ThreadCacheBatches, ARefillEndsAConsumersRunOfWholeFlushes) {
     for (void*& p : blocks) p = pm_malloc(kSize);  // refills
     for (void* p : blocks) pm_free(p);
     EXPECT_GT(cache->limit(kClass), limit) << "a bin refilled since its last flush did not grow";
+  });
+}
+
+// A bin that sees no push or pop while its cache ticks gives its regions back (thread_cache.h):
+// a thread that moved on to other sizes keeps no slabs of the old ones alive.
+TEST(ThreadCacheBatches, AnIdleBinGivesItsRegionsBackAsTheCacheTicks) {
+  on_fresh_thread([] {
+    constexpr std::size_t kOtherSize = 448;
+    constexpr unsigned kOtherClass = pagemalloc::size_class_of(kOtherSize);
+    static_assert(kOtherClass != kClass);
+    std::vector<void*> blocks(8);
+    for (void*& p : blocks) p = pm_malloc(kSize);
+    for (void* p : blocks) pm_free(p);
+    const ThreadCache* cache = ThreadCache::current();
+    ASSERT_NE(cache, nullptr);
+    ASSERT_GE(cache->cached(kClass), blocks.size());
+    // Two looks at every bin: the first sees it as it is, the second finds it unchanged.
+    const std::size_t passes = 2 * (pagemalloc::kNumClasses / ThreadCache::kIdleBinsPerTick + 1);
+    for (std::size_t i = 0; i < (passes + 1) * pagemalloc::kDecayTickBinPushes; ++i)
+      pm_free(pm_malloc(kOtherSize));
+    EXPECT_EQ(cache->cached(kClass), 0u) << "an idle bin kept its regions";
+    EXPECT_GT(cache->cached(kOtherClass), 0u) << "the bin in use gave its regions back";
   });
 }
 

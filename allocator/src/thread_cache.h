@@ -27,6 +27,13 @@
 // returns the regions and the record when the thread exits; a thread that is exiting, or
 // that is setting up its cache, bypasses the cache.
 //
+// Idle bins give their regions back (as jemalloc's tcache GC, by events): at each decay tick of
+// a cache (every kDecayTickBinPushes frees into one of its bins) the cache looks at its next
+// kIdleBinsPerTick bins in turn, and a bin that holds regions and has seen no push or pop since
+// its last look flushes them all. A program that moves on from one size to others (a phase of
+// 2 KiB buffers, then one of 4 KiB ones) does not keep the old classes' regions, and with them
+// their slabs, for the rest of the thread's life.
+//
 // A freed region's first word is set to a key: a free that finds the key there checks the
 // cache and the slab's bitmap, and reports a double free instead of caching the region twice.
 //
@@ -131,6 +138,7 @@ class Allocator<Config>::ThreadCache {
   static constexpr unsigned kMaxRefill = 256;           // regions per refill at most
   // A bin refilled this many times without a flush refills its whole limit (a producer's).
   static constexpr unsigned kProducerRefills = 3;
+  static constexpr unsigned kIdleBinsPerTick = 8;  // bins looked at per decay tick of a cache
   static constexpr unsigned capacity(unsigned size_class) { return cache_capacity(size_class); }
 
   // Leaves the slot areas unwritten (their pages stay untouched until used).
@@ -337,8 +345,10 @@ class Allocator<Config>::ThreadCache {
     std::uint64_t next;
     const bool tick = __builtin_add_overflow(fill, Bin::kPush, &next);
     bin->fill.store(next, std::memory_order_relaxed);
-    if (tick) [[unlikely]]
+    if (tick) [[unlikely]] {
+      flush_idle_bins();
       Decay::tick_from_calls();
+    }
   }
   // pop_cached on the bins `bins`.
   static void* pop_from(Bin* bins, unsigned size_class) {
@@ -372,6 +382,9 @@ class Allocator<Config>::ThreadCache {
   [[gnu::hot]] void push_overflowing(Bin* bin, void* p) noexcept;
   // Returns the n oldest regions to their arenas; returns the new count.
   [[gnu::hot]] std::uint32_t flush(unsigned size_class, unsigned n);
+  // Looks at the next kIdleBinsPerTick bins; flushes each that holds regions and has not
+  // changed since the last look. Requires: no lock held.
+  [[gnu::hot]] void flush_idle_bins() noexcept;
   static void return_to_owners(Arena* mine, void* const* regions, unsigned n);
 
   // A value no pointer or small integer takes (a kernel address, and a NaN as a double), that
@@ -423,6 +436,8 @@ class Allocator<Config>::ThreadCache {
   std::atomic<std::size_t> moved_{0};  // written by the owner only (count_move)
   std::atomic<std::size_t> copied_{0};
   BinUse uses_[kNumClasses];
+  std::uint64_t idle_seen_[kNumClasses] = {};  // each bin's fill at flush_idle_bins' last look
+  unsigned idle_next_ = 0;                     // the bin it looks at next
   void* initial_slots_[kCacheInitialOffsets[kNumClasses]];  // initial_limit(c) per class
   void* packed_growths_[kCachePackedGrowthSlots];           // taken in turn by small growths
   void* grown_slots_[kCacheSlotOffsets[kNumClasses]];       // capacity(c) per class

@@ -170,6 +170,18 @@ void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
 }
 
 template <class Config>
+void Allocator<Config>::ThreadCache::flush_idle_bins() noexcept {
+  for (unsigned i = 0; i < kIdleBinsPerTick; ++i) {
+    const unsigned c = idle_next_;
+    idle_next_ = c + 1 == kNumClasses ? 0 : c + 1;
+    const std::uint64_t fill = bins_[c].fill.load(std::memory_order_relaxed);
+    // A push changes the pushes' field, a pop the count: an equal fill saw neither.
+    if (fill == idle_seen_[c] && bins_[c].count() != 0) flush(c, bins_[c].count());
+    idle_seen_[c] = bins_[c].fill.load(std::memory_order_relaxed);
+  }
+}
+
+template <class Config>
 void Allocator<Config>::ThreadCache::push_overflowing(Bin* full, void* p) noexcept {
   const auto size_class = unsigned(full - bins_);
   Bin& bin = *full;
