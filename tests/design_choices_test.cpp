@@ -105,6 +105,27 @@ TEST(DesignChoices, ALargeBlocksLengthIsRightWhereverItIsKept) {
   pm_free(q);
 }
 
+// kDirtyRunsFirst: a large request takes pages a freed block left before a chunk's fresh tail
+// that fits it better, or the best fit of all. An explicit arena of its own: A, a wall, a filler,
+// and 20 fresh pages; A freed; then 18 pages asked for.
+TEST(DesignChoices, FreedPagesAreReusedBeforeFreshOnesOrNotAsTheDesignSays) {
+  const unsigned arena = pm_arena_create();
+  ASSERT_NE(arena, 0u);
+  constexpr std::size_t kPage = pagemalloc::kPageSize;
+  const std::size_t usable = pagemalloc::ChunkLayout::kUsablePages.value();
+  auto* freed = static_cast<std::byte*>(pm_mallocx(100 * kPage, PM_ARENA(arena)));
+  void* wall = pm_mallocx(17 * kPage, PM_ARENA(arena));
+  auto* filler = static_cast<std::byte*>(pm_mallocx((usable - 137) * kPage, PM_ARENA(arena)));
+  ASSERT_TRUE(freed != nullptr && wall != nullptr && filler != nullptr);
+  ASSERT_EQ(filler, freed + 117 * kPage) << "a fresh arena carves its chunk from the start";
+  pm_free(freed);  // longer than the large-run cache keeps: back to the run manager
+  void* got = pm_mallocx(18 * kPage, PM_ARENA(arena));
+  EXPECT_EQ(got, BuildConfig::kDirtyRunsFirst ? freed : filler + (usable - 137) * kPage);
+  EXPECT_EQ(pagemalloc::heap().check_invariants(), nullptr);
+  for (void* p : {got, wall, static_cast<void*>(filler)}) pm_free(p);
+  EXPECT_EQ(pm_arena_destroy(arena), 0);
+}
+
 // kValidateFree: every free searches its arena's chunk tree first, or nothing is searched.
 TEST(DesignChoices, EveryFreeIsValidatedOrNoneAsTheDesignSays) {
   constexpr int kBlocks = 50;

@@ -176,7 +176,8 @@ void Allocator<Config>::ThreadCache::flush_idle_bins() noexcept {
     idle_next_ = c + 1 == kNumClasses ? 0 : c + 1;
     const std::uint64_t fill = bins_[c].fill.load(std::memory_order_relaxed);
     // A push changes the pushes' field, a pop the count: an equal fill saw neither.
-    if (fill == idle_seen_[c] && bins_[c].count() != 0) flush(c, bins_[c].count());
+    const std::uint32_t keep = initial_limit(c);  // what a bin that never grew may hold
+    if (fill == idle_seen_[c] && bins_[c].count() > keep) flush(c, bins_[c].count() - keep);
     idle_seen_[c] = bins_[c].fill.load(std::memory_order_relaxed);
   }
 }
