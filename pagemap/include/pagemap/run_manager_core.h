@@ -26,8 +26,8 @@
 // looks among those before the others, as jemalloc's extents reuse dirty pages before retained
 // ones. Otherwise a run that coalesced with a chunk's untouched tail, on the front of its
 // length's list or lowest by address, would be cut again into that tail, faulting in fresh
-// pages while freed ones sat resident beside them: a program that freed its 6.4 MB of 4 KiB
-// blocks and made them again touched 8 MB.
+// pages while freed ones sat resident elsewhere: a program that freed 1,600 blocks of 4 KiB and
+// made them again faulted in 1.8 MiB more the second time (docs/measurements.md).
 //
 // Records live outside the chunks, in pools (record_pool.h): one per free run (its index
 // links, its place on the dirty list, the run's address), found from the run's first and last
@@ -173,7 +173,6 @@ class RunManagerCore {
   // Whether the fit looks among the mostly dirty runs first (see the top of this file). Set
   // before the first alloc.
   constexpr void set_dirty_runs_first(bool on) { dirty_runs_first_ = on; }
-  [[nodiscard]] bool dirty_runs_first() const { return dirty_runs_first_; }
 
   PageCount purge(std::uint64_t min_age_ms) {
     return purge_from_oldest([&](const Node* node, PageCount) {
@@ -349,9 +348,10 @@ class RunManagerCore {
       }
       pal_.decommit(span.base(), span.pages.bytes());
       write_free_tags(span.chunk, span.first, span.pages, false, node);
-      self().index_remove(node, span.pages);  // clean now: among the others
-      node->clean_pages = std::uint32_t(span.pages.value());
-      index_place(node, span.pages);
+      const bool was_mostly_dirty = node->mostly_dirty;
+      if (was_mostly_dirty) self().index_remove(node, span.pages);
+      node->clean_pages = std::uint32_t(span.pages.value());  // clean now: among the others
+      if (was_mostly_dirty) index_place(node, span.pages);
     }
     return purged;
   }
