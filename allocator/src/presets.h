@@ -21,11 +21,10 @@
 //   kLargeRunCache       an arena keeps a few freed large blocks of up to 256 KiB as they were,
 //                        for the next request of the same length (large_run_cache.h); off,
 //                        each goes back to the run manager at once (jemalloc in 2008)
-//   kDirtyRunsFirst      the run manager's fit looks among the free runs whose pages were all
-//                        handed out before the others (fresh, purged, or joined to either),
-//                        so that freed pages are reused before fresh ones are touched
-//                        (run_manager_core.h); off, one best fit over every free run
-//                        (jemalloc in 2008)
+//   kDirtyRunsFirst      the run manager's fit looks among the free runs at most 1/8 of whose
+//                        pages are clean (fresh or purged) before the others, so that freed
+//                        pages are reused before fresh ones are touched (run_manager_core.h);
+//                        off, one best fit over every free run (jemalloc in 2008)
 //   kAllocatedRunsTree   every allocated run also sits in an address tree, searched for a
 //                        large block's length (AllocatedRunsTree: jemalloc from January to
 //                        July 2008); off, the page map's first entry gives it

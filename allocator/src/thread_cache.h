@@ -35,7 +35,7 @@
 // does not keep the old classes' hundreds of regions, and their slabs, for the rest of the
 // thread's life. Flushing every region of an idle bin cost more than it gave: the classes a
 // program uses now and then came back to fresh slabs while their regions lay scattered over
-// part-used ones (espresso's pattern in the memory study, 0.3 MB more at its peak).
+// part-used ones (espresso's pattern in the memory study, a quarter of a MiB more at its peak).
 //
 // A freed region's first word is set to a key: a free that finds the key there checks the
 // cache and the slab's bitmap, and reports a double free instead of caching the region twice.
