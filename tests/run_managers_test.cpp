@@ -568,67 +568,61 @@ TYPED_TEST_SUITE(RunManagerModelTest, RunManagerTypes);
 
 // Seeds differ per test so that the tests do not repeat each other's sequence. Each runs with
 // the fit's two preferences: one best fit over every free run, and dirty runs first.
-void ExpectModelHolds(const char* test, std::uint64_t salt, auto run_steps) {
+template <class Runs>
+void ExpectModelHolds(const char* test, std::uint64_t salt, std::size_t steps,
+                      const OperationMix& mix) {
   std::uint64_t seed = BaseSeed() ^ salt;
   SCOPED_TRACE(testing::Message() << test << ": replay with PAGEMALLOC_TEST_SEED=" << BaseSeed()
                                   << " (this test's seed " << seed << ")");
   for (bool dirty_runs_first : {false, true}) {
     SCOPED_TRACE(dirty_runs_first ? "dirty runs first" : "one best fit");
-    EXPECT_TRUE(run_steps(seed, dirty_runs_first));
+    EXPECT_TRUE(RunManagerModel<Runs>(seed, dirty_runs_first).RunSteps(steps, mix));
   }
 }
 
 TYPED_TEST(RunManagerModelTest, MixedOperationsMatchTheModel) {
-  ExpectModelHolds("mixed", 0, [](std::uint64_t seed, bool dirty_runs_first) {
-    return RunManagerModel<TypeParam>(seed, dirty_runs_first)
-        .RunSteps(60'000, {.alloc = 30,
-                           .free_whole = 14,
-                           .free_part = 8,
-                           .grow = 12,
-                           .shrink = 8,
-                           .purge = 3,
-                           .max_live_runs = 96});
-  });
+  ExpectModelHolds<TypeParam>("mixed", 0, 60'000,
+                              {.alloc = 30,
+                               .free_whole = 14,
+                               .free_part = 8,
+                               .grow = 12,
+                               .shrink = 8,
+                               .purge = 3,
+                               .max_live_runs = 96});
 }
 
 TYPED_TEST(RunManagerModelTest, AllocFreeChurnMatchesTheModel) {
-  ExpectModelHolds("churn", 0x1111, [](std::uint64_t seed, bool dirty_runs_first) {
-    return RunManagerModel<TypeParam>(seed, dirty_runs_first)
-        .RunSteps(55'000, {.alloc = 50,
-                           .free_whole = 45,
-                           .free_part = 5,
-                           .grow = 0,
-                           .shrink = 0,
-                           .purge = 1,
-                           .max_live_runs = 128});
-  });
+  ExpectModelHolds<TypeParam>("churn", 0x1111, 55'000,
+                              {.alloc = 50,
+                               .free_whole = 45,
+                               .free_part = 5,
+                               .grow = 0,
+                               .shrink = 0,
+                               .purge = 1,
+                               .max_live_runs = 128});
 }
 
 TYPED_TEST(RunManagerModelTest, ResizeHeavyMatchesTheModel) {
-  ExpectModelHolds("resize", 0x2222, [](std::uint64_t seed, bool dirty_runs_first) {
-    return RunManagerModel<TypeParam>(seed, dirty_runs_first)
-        .RunSteps(50'000, {.alloc = 20,
-                           .free_whole = 10,
-                           .free_part = 10,
-                           .grow = 35,
-                           .shrink = 25,
-                           .purge = 2,
-                           .max_live_runs = 48});
-  });
+  ExpectModelHolds<TypeParam>("resize", 0x2222, 50'000,
+                              {.alloc = 20,
+                               .free_whole = 10,
+                               .free_part = 10,
+                               .grow = 35,
+                               .shrink = 25,
+                               .purge = 2,
+                               .max_live_runs = 48});
 }
 
 TYPED_TEST(RunManagerModelTest, FewRunsWithFrequentPurgeMatchTheModel) {
   // Few live runs: chunks often become wholly free and are released and taken again.
-  ExpectModelHolds("purge", 0x3333, [](std::uint64_t seed, bool dirty_runs_first) {
-    return RunManagerModel<TypeParam>(seed, dirty_runs_first)
-        .RunSteps(40'000, {.alloc = 30,
-                           .free_whole = 25,
-                           .free_part = 10,
-                           .grow = 10,
-                           .shrink = 10,
-                           .purge = 15,
-                           .max_live_runs = 12});
-  });
+  ExpectModelHolds<TypeParam>("purge", 0x3333, 40'000,
+                              {.alloc = 30,
+                               .free_whole = 25,
+                               .free_part = 10,
+                               .grow = 10,
+                               .shrink = 10,
+                               .purge = 15,
+                               .max_live_runs = 12});
 }
 
 // --- The fake OS layer ----------------------------------------------------------------------

@@ -348,10 +348,8 @@ class Allocator<Config>::ThreadCache {
     std::uint64_t next;
     const bool tick = __builtin_add_overflow(fill, Bin::kPush, &next);
     bin->fill.store(next, std::memory_order_relaxed);
-    if (tick) [[unlikely]] {
-      flush_idle_bins();
-      Decay::tick_from_calls();
-    }
+    if (tick) [[unlikely]]
+      on_decay_tick();
   }
   // pop_cached on the bins `bins`.
   static void* pop_from(Bin* bins, unsigned size_class) {
@@ -385,9 +383,11 @@ class Allocator<Config>::ThreadCache {
   [[gnu::hot]] void push_overflowing(Bin* bin, void* p) noexcept;
   // Returns the n oldest regions to their arenas; returns the new count.
   [[gnu::hot]] std::uint32_t flush(unsigned size_class, unsigned n);
-  // Looks at the next kIdleBinsPerTick bins; flushes each that has not changed since the last
-  // look down to its initial limit. Requires: no lock held.
-  [[gnu::hot]] void flush_idle_bins() noexcept;
+  // A decay tick of this cache (push_to): looks at the next kIdleBinsPerTick bins and flushes
+  // each that has not changed since the last look down to its initial limit, then ticks the
+  // decay. Out of line: the free path that inlines push_to carries one call for both.
+  // Requires: no lock held.
+  [[gnu::hot, gnu::noinline]] void on_decay_tick() noexcept;
   static void return_to_owners(Arena* mine, void* const* regions, unsigned n);
 
   // A value no pointer or small integer takes (a kernel address, and a NaN as a double), that
@@ -439,7 +439,7 @@ class Allocator<Config>::ThreadCache {
   std::atomic<std::size_t> moved_{0};  // written by the owner only (count_move)
   std::atomic<std::size_t> copied_{0};
   BinUse uses_[kNumClasses];
-  std::uint64_t idle_seen_[kNumClasses] = {};  // each bin's fill at flush_idle_bins' last look
+  std::uint64_t idle_seen_[kNumClasses] = {};  // each bin's fill at on_decay_tick's last look
   unsigned idle_next_ = 0;                     // the bin it looks at next
   void* initial_slots_[kCacheInitialOffsets[kNumClasses]];  // initial_limit(c) per class
   void* packed_growths_[kCachePackedGrowthSlots];           // taken in turn by small growths

@@ -170,7 +170,7 @@ void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
 }
 
 template <class Config>
-void Allocator<Config>::ThreadCache::flush_idle_bins() noexcept {
+void Allocator<Config>::ThreadCache::on_decay_tick() noexcept {
   for (unsigned i = 0; i < kIdleBinsPerTick; ++i) {
     const unsigned c = idle_next_;
     idle_next_ = c + 1 == kNumClasses ? 0 : c + 1;
@@ -180,6 +180,7 @@ void Allocator<Config>::ThreadCache::flush_idle_bins() noexcept {
     if (fill == idle_seen_[c] && bins_[c].count() > keep) flush(c, bins_[c].count() - keep);
     idle_seen_[c] = bins_[c].fill.load(std::memory_order_relaxed);
   }
+  Decay::tick_from_calls();
 }
 
 template <class Config>
