@@ -95,7 +95,7 @@
 #include "pagemap/pagemap_runs.h"
 #include "pagemap/pal_linux.h"
 #include "pagemap/run_manager.h"
-#include "pagemap/tracing_runs.h"
+#include "pagemap/tracing/tracing_runs.h"
 #include "rbtree/allocated_runs_tree.h"
 #include "rbtree/hybrid_runs.h"
 #include "rbtree/rbtree_runs.h"

@@ -29,9 +29,12 @@
 #include <cstring>
 #include <vector>
 
-#include "allocator_impl.h"
+// First: fork_impl.h declares __dso_handle, which the compiler declares itself (with C++
+// linkage) once the file has a static with a destructor, as bench_context.h's.
+#include "heap/allocator_impl.h"
+
+#include "api/pm_api.h"
 #include "bench_context.h"
-#include "pm_api.h"
 
 namespace pagemalloc::bench {
 namespace {

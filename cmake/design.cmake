@@ -1,6 +1,6 @@
-# The design this build of pagemalloc is assembled from: a preset (allocator/src/presets.h)
+# The design this build of pagemalloc is assembled from: a preset (allocator/src/design/presets.h)
 # and the options that change one of its choices each. Writes build_config.h (from
-# allocator/src/build_config.h.in) into the build tree; sets PAGEMALLOC_RUNS_RESOLVED, the run
+# allocator/src/design/build_config.h.in) into the build tree; sets PAGEMALLOC_RUNS_RESOLVED, the run
 # manager the library ends up with.
 #
 #   PAGEMALLOC_PRESET              default | je2008-trees | je2008-fixed | je2008-pagemap
@@ -39,7 +39,7 @@ set(PAGEMALLOC_VALIDATE_FREE "" CACHE STRING
     "every free searches a tree of its arena's chunks first (OS X's malloc zone, 2008): ON | OFF (empty: the preset's)")
 set(PAGEMALLOC_CHUNK_SIZE "" CACHE STRING "chunk size in bytes: 1048576 | 2097152 (empty: the preset's)")
 
-# preset name -> C++ type, and its run manager (allocator/src/presets.h; build_config.h checks
+# preset name -> C++ type, and its run manager (allocator/src/design/presets.h; build_config.h checks
 # that the two agree).
 set(preset_types default DefaultConfig je2008-trees Je2008TreesConfig
                  je2008-fixed Je2008FixedConfig je2008-pagemap Je2008PagemapConfig)
@@ -126,13 +126,13 @@ if(NOT PAGEMALLOC_CHUNK_SIZE STREQUAL "")
 endif()
 
 if(PAGEMALLOC_TRACE_RUNS)
-  set(PAGEMALLOC_TRACE_INCLUDE "#include \"pagemap/tracing_runs.h\"")
+  set(PAGEMALLOC_TRACE_INCLUDE "#include \"pagemap/tracing/tracing_runs.h\"")
   set(PAGEMALLOC_SELECTED_RUNS "TracingRuns<DesignRuns<Config, Pal>>")
 else()
   set(PAGEMALLOC_TRACE_INCLUDE "")
   set(PAGEMALLOC_SELECTED_RUNS "DesignRuns<Config, Pal>")
 endif()
-configure_file(${PROJECT_SOURCE_DIR}/allocator/src/build_config.h.in
+configure_file(${PROJECT_SOURCE_DIR}/allocator/src/design/build_config.h.in
                ${PROJECT_BINARY_DIR}/generated/build_config.h @ONLY)
 math(EXPR chunk_kib "1 << (${PAGEMALLOC_LG_CHUNK_SIZE} - 10)")
 message(STATUS "pagemalloc design: ${PAGEMALLOC_PRESET}, run manager ${PAGEMALLOC_RUNS_RESOLVED}, "

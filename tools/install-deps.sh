@@ -27,6 +27,7 @@ packages=(
   valgrind                                       # the study's fast-path instruction counts (callgrind)
   linux-perf                                     # the study's profiles of the real programs
   pkg-config                                     # the install test: a consumer built by pkg-config
+  clang-format                                   # the format check (tests/layout/format_test.sh)
   "$@"
 )
 

@@ -11,7 +11,8 @@
 #   build/je2008-trees, build/je2008-fixed, build/je2008-pagemap
 #                    the same, every test, in the 2008 design (PAGEMALLOC_PRESET: no thread
 #                    caches, one arena, slabs up to 2 KiB) with each run manager
-#   build/sanitize   RelWithDebInfo with ASan+UBSan: the tests labelled `unit`
+#   build/sanitize   RelWithDebInfo with ASan+UBSan: every googletest suite (labels `unit`, `api`,
+#                    `threads`, `process`: the folders of tests/)
 #   build/tsan       RelWithDebInfo with ThreadSanitizer: the threaded tests (label `threads`,
 #                    the only ones this tree builds), run with address-space randomization off
 #                    when the system allows it (GCC 12's ThreadSanitizer stops with "unexpected
@@ -79,7 +80,7 @@ run_tree rbtree
 run_tree je2008-trees
 run_tree je2008-fixed
 run_tree je2008-pagemap
-run_tree sanitize --label-regex '^unit$'
+run_tree sanitize --label-regex '^(unit|api|threads|process)$'
 if setarch "$(uname -m)" -R true 2>/dev/null; then
   test_launcher=(setarch "$(uname -m)" -R)
 fi

@@ -26,8 +26,8 @@ static void sample_if_due(struct sampler* s, const char* phase) {
   const uint64_t now = now_ms();
   if (now < s->next_ms) return;
   const uint64_t kib = resident_kib();
-  printf("sample %llu %llu %s\n", (unsigned long long)(now - s->start_ms),
-         (unsigned long long)kib, phase);
+  printf("sample %llu %llu %s\n", (unsigned long long)(now - s->start_ms), (unsigned long long)kib,
+         phase);
   if (kib > s->peak_kib) s->peak_kib = kib;
   s->last_kib = kib;
   while (s->next_ms <= now) s->next_ms += s->every_ms;
@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
     const size_t size = ((size_t*)b)[1];
     memcpy(&chain, b, sizeof chain);
     ++freed;
-    if (b[size - 1 - (size - 17) % 4096] != (unsigned char)(count - freed + size - 1 - (size - 17) % 4096))
+    if (b[size - 1 - (size - 17) % 4096] !=
+        (unsigned char)(count - freed + size - 1 - (size - 17) % 4096))
       fail("burst block %llu changed", (unsigned long long)(count - freed));
     free(b);
   }
@@ -104,11 +105,11 @@ int main(int argc, char** argv) {
     sample_if_due(&s, "after");
   }
   for (int k = 0; k < kWorkingSet; ++k) free(set[k]);
-  printf("burst_blocks %llu burst_end_ms %llu burst_kib %llu small_calls %llu peak_kib %llu "
-         "last_kib %llu\n",
-         (unsigned long long)count, (unsigned long long)burst_end, (unsigned long long)burst_kib,
-         (unsigned long long)calls, (unsigned long long)s.peak_kib,
-         (unsigned long long)s.last_kib);
+  printf(
+      "burst_blocks %llu burst_end_ms %llu burst_kib %llu small_calls %llu peak_kib %llu "
+      "last_kib %llu\n",
+      (unsigned long long)count, (unsigned long long)burst_end, (unsigned long long)burst_kib,
+      (unsigned long long)calls, (unsigned long long)s.peak_kib, (unsigned long long)s.last_kib);
   printf("all checked\n");
   return 0;
 }

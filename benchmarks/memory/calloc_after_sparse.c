@@ -46,8 +46,8 @@ int main(int argc, char** argv) {
     if (block[i] == NULL) fail("calloc(1, %zu) failed", size);
     for (int k = 0; k < 16; ++k) {
       const size_t at = (size_t)random_between(&r, 0, size - 1);
-      if (block[i][at] != 0) fail("block %llu: byte %zu of a calloc'd block is not zero",
-                                  (unsigned long long)i, at);
+      if (block[i][at] != 0)
+        fail("block %llu: byte %zu of a calloc'd block is not zero", (unsigned long long)i, at);
     }
   }
   const uint64_t calloc_ms = now_ms() - started;

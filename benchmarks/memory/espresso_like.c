@@ -107,8 +107,8 @@ int main(int argc, char** argv) {
   struct random_state r = random_seeded(parameter(p, n, "seed"));
   struct cover* live = checked_malloc(covers * sizeof *live);
   for (uint32_t i = 0; i < covers; ++i)
-    live[i] = cover_random(&r, (uint32_t)random_between(&r, 2, 8),
-                           (uint32_t)random_between(&r, 1, most));
+    live[i] =
+        cover_random(&r, (uint32_t)random_between(&r, 2, 8), (uint32_t)random_between(&r, 1, most));
   uint64_t cubes_built = 0;
   for (uint64_t round = 0; round < rounds; ++round) {
     const uint32_t i = (uint32_t)random_between(&r, 0, covers - 1);

@@ -71,8 +71,8 @@ int main(int argc, char** argv) {
       {"seed", 1, 0, UINT64_MAX, "random sequence"},
   };
   const int n = PARAMETER_COUNT(p);
-  read_arguments(argc, argv, "4 KiB GC arenas in waves beside small objects (SpiderMonkey 1.8)",
-                 p, n);
+  read_arguments(argc, argv, "4 KiB GC arenas in waves beside small objects (SpiderMonkey 1.8)", p,
+                 n);
   const uint64_t waves = parameter(p, n, "waves");
   const uint64_t per_wave = parameter(p, n, "arenas");
   const uint64_t survive_pct = parameter(p, n, "survive_pct");
@@ -99,8 +99,9 @@ int main(int argc, char** argv) {
   for (uint64_t i = 0; i < live_count; ++i) check_and_free(live[i]);
   freed += live_count;
   free(live);
-  if (freed != next_number) fail("%llu arenas made, %llu freed", (unsigned long long)next_number,
-                                 (unsigned long long)freed);
+  if (freed != next_number)
+    fail("%llu arenas made, %llu freed", (unsigned long long)next_number,
+         (unsigned long long)freed);
   printf("arenas %llu most live %llu\nall checked\n", (unsigned long long)next_number,
          (unsigned long long)most_live);
   return 0;

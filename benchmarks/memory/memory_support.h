@@ -43,7 +43,7 @@ static inline void fail(const char* format, ...) {
 }
 
 static inline void usage(const char* program, const char* summary, const struct parameter* p, int n,
-                  FILE* out) {
+                         FILE* out) {
   fprintf(out, "%s: %s\nusage: %s [NAME=VALUE]...\n", program, summary, program);
   for (int i = 0; i < n; ++i)
     fprintf(out, "  %-12s %s (default %llu, %llu to %llu)\n", p[i].name, p[i].meaning,
@@ -54,7 +54,7 @@ static inline void usage(const char* program, const char* summary, const struct 
 /* Reads argv into the parameters; exits 2 with a message on a bad argument, 0 after printing
  * the usage for --help. */
 static inline void read_arguments(int argc, char** argv, const char* summary, struct parameter* p,
-                           int n) {
+                                  int n) {
   for (int i = 1; i < argc; ++i) {
     const char* text = argv[i];
     if (strcmp(text, "--help") == 0 || strcmp(text, "-h") == 0) {
@@ -85,8 +85,8 @@ static inline void read_arguments(int argc, char** argv, const char* summary, st
       exit(2);
     }
     if (value < found->least || value > found->most) {
-      fprintf(stderr, "%s: %s=%llu is out of bounds [%llu, %llu]\n", argv[0], found->name,
-              value, (unsigned long long)found->least, (unsigned long long)found->most);
+      fprintf(stderr, "%s: %s=%llu is out of bounds [%llu, %llu]\n", argv[0], found->name, value,
+              (unsigned long long)found->least, (unsigned long long)found->most);
       exit(2);
     }
     found->value = value;

@@ -67,8 +67,9 @@ int main(int argc, char** argv) {
     ++length;
     walk = walk->next;
   } while (walk != node[0] && length <= blocks);
-  if (length != blocks) fail("the cycle holds %llu blocks, not %llu", (unsigned long long)length,
-                             (unsigned long long)blocks);
+  if (length != blocks)
+    fail("the cycle holds %llu blocks, not %llu", (unsigned long long)length,
+         (unsigned long long)blocks);
   for (uint64_t i = 0; i < blocks; ++i) free(node[i]);
   free(node);
   printf("blocks %llu steps %llu built_s %.3f read_s %.3f sum %llu\n", (unsigned long long)blocks,

@@ -235,8 +235,7 @@ int main(int argc, char** argv) {
     check(kept != NULL, "malloc");
     close(STDERR_FILENO);
   } else {
-    fprintf(stderr,
-            "usage: %s sized|mismatch|mallinfo|reports|trim|libc_names|narenas|exit\n",
+    fprintf(stderr, "usage: %s sized|mismatch|mallinfo|reports|trim|libc_names|narenas|exit\n",
             argv[0]);
     return 2;
   }

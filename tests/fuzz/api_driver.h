@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "byte_source.h"
-#include "heap_invariants.h"
+#include "heap/heap_invariants.h"
 #include "op_table.h"
 #include "pagemap/page_map.h"
 #include "shadow_heap.h"

@@ -7,9 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "design/size_classes.h"
 #include "pagemap/page_map.h"
 #include "pagemap/pages.h"
-#include "size_classes.h"
 
 namespace pagemalloc::fuzz {
 
@@ -95,7 +95,7 @@ constexpr const char* op_name(Op op) {
 }
 
 // Sizes on either side of every boundary between kinds, and 0 (which once made blocks of zero
-// pages on the page-run and huge paths: tests/size_zero_test.cpp).
+// pages on the page-run and huge paths: tests/api/size_zero_test.cpp).
 inline constexpr std::size_t kEdgeSizes[] = {
     0,
     1,

@@ -33,13 +33,13 @@
 #include <utility>
 #include <vector>
 
-#include "address_map.h"
-#include "arena.h"
+#include "arena/arena.h"
 #include "block_pattern.h"
-#include "bump_space.h"
-#include "flags.h"
-#include "huge.h"
+#include "chunks/address_map.h"
+#include "explicit/bump_space.h"
+#include "huge/huge.h"
 #include "pagemap/pages.h"
+#include "support/flags.h"
 
 namespace pagemalloc::fuzz {
 

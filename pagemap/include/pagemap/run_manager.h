@@ -42,7 +42,7 @@ concept RunManager = requires(R& r, const R& cr, Run run, PageCount n, std::uint
   { cr.free_pages() } -> std::same_as<PageCount>;
   { cr.dirty_pages() } -> std::same_as<PageCount>;
   { cr.chunks() } -> std::same_as<std::size_t>;
-  { cr.record_bytes() } -> std::same_as<std::size_t>;     // its records' pools, mapped
+  { cr.record_bytes() } -> std::same_as<std::size_t>;      // its records' pools, mapped
   { cr.check_invariants() } -> std::same_as<const char*>;  // nullptr, or what is broken
   { cr.counters() } -> std::same_as<const RunCounterValues&>;
 };

@@ -9,8 +9,8 @@
  * within the time the last fork took, so that most land inside a fork (a periodic signal would
  * starve the main program wherever a fork takes longer than the period: 4 ms on some virtual
  * machines). Then the handler arms the next signal 500 microseconds after each of its forks
- * while the main program allocates and frees until the handler has forked FORKS times more. Prints "forks N" and
- * exits 0; a hang is caught by the caller's timeout. */
+ * while the main program allocates and frees until the handler has forked FORKS times more. Prints
+ * "forks N" and exits 0; a hang is caught by the caller's timeout. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>

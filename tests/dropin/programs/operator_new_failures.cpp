@@ -51,17 +51,15 @@ int main() {
   std::printf("uncaught exceptions after the catch: %d\n", std::uncaught_exceptions());
   std::printf("new[]: %s\n", outcome([] { return ::operator new[](kTooLarge); }));
   std::printf("aligned new: %s\n",
-              outcome([] { return ::operator new(kTooLarge, std::align_val_t{64}); }));
-  std::printf("nothrow new: %s\n",
-              outcome([] { return ::operator new(kTooLarge, std::nothrow); }));
+              outcome([] { return ::operator new (kTooLarge, std::align_val_t{64}); }));
+  std::printf("nothrow new: %s\n", outcome([] { return ::operator new(kTooLarge, std::nothrow); }));
   std::printf("aligned nothrow new: %s\n", outcome([] {
-                return ::operator new(kTooLarge, std::align_val_t{64}, std::nothrow);
+                return ::operator new (kTooLarge, std::align_val_t{64}, std::nothrow);
               }));
 
   std::set_new_handler(giving_up_handler);
   const char* gave_up = outcome([] { return ::operator new(kTooLarge); });
-  std::printf("new with a handler that gives up: %s, handler calls %d\n", gave_up,
-              handler_calls);
+  std::printf("new with a handler that gives up: %s, handler calls %d\n", gave_up, handler_calls);
   handler_calls = 0;
   std::set_new_handler(throwing_handler);
   const char* threw = outcome([] { return ::operator new(kTooLarge, std::nothrow); });

@@ -1,0 +1,47 @@
+// Where a request goes: which kind of block serves `size` bytes aligned to `align`, and how
+// many bytes that block offers. pm_nallocx is this function; every allocation path uses it,
+// so nallocx and sallocx agree by construction.
+#pragma once
+
+#include <cstddef>
+
+#include "design/size_classes.h"
+#include "pagemap/page_map.h"
+#include "pagemap/pages.h"
+
+namespace pagemalloc {
+
+// Requests above this fail with ENOMEM at once (the user half of a 48-bit address space).
+inline constexpr std::size_t kMaxRequest = std::size_t{1} << 46;
+
+enum class BlockKind { Small, Large, Huge, Invalid };
+
+struct Placement {
+  BlockKind kind = BlockKind::Invalid;
+  unsigned size_class = 0;  // Small
+  std::size_t usable = 0;   // bytes the block offers
+};
+
+// Requires: align is a power of two.
+// Where a block of `size` bytes aligned to `align` lies in a design with these size classes
+// (SizeClassTable).
+template <class SizeClasses>
+constexpr Placement place_with(std::size_t size, std::size_t align) {
+  if (size > kMaxRequest || align > kMaxRequest) return {};
+  if (size == 0) size = 1;
+  if (align <= kPageSize) {
+    unsigned c = SizeClasses::class_aligned(size, align);
+    if (c < SizeClasses::kCount) return {BlockKind::Small, c, SizeClasses::kClasses[c].size};
+  }
+  PageCount pages = PageCount::covering(size);
+  PageCount extra(align > kPageSize ? align / kPageSize - 1 : 0);
+  if (pages + extra <= kMaxRunPages) return {BlockKind::Large, 0, pages.bytes()};
+  return {BlockKind::Huge, 0, pages.bytes()};
+}
+
+// In the build's design.
+constexpr Placement place(std::size_t size, std::size_t align) {
+  return place_with<BuildSizeClasses>(size, align);
+}
+
+}  // namespace pagemalloc

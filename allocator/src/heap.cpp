@@ -1,8 +1,0 @@
-// The heap's operations for the build's Config (heap_impl.h).
-#include "heap_impl.h"
-
-namespace pagemalloc {
-
-template class Allocator<BuildConfig>::Heap;
-
-}  // namespace pagemalloc

@@ -1,0 +1,138 @@
+// The heap's initialization and allocation: the arena (or huge manager) a request goes to,
+// by placement. Part of the heap's definitions (heap_impl.h).
+#pragma once
+
+#include "heap/heap.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "chunks/address_map.h"
+#include "heap/heap_detail.h"
+#include "os/clear_block.h"
+#include "os/populate.h"
+#include "pagemalloc/pagemalloc.h"
+#include "process/decay.h"
+#include "process/fork.h"
+#include "support/diagnostics.h"
+#include "support/options.h"
+#include "threads/thread_cache.h"
+
+namespace pagemalloc {
+
+template <class Config>
+void Allocator<Config>::Heap::initialize() {
+  // A call made by the initialization itself (pthread_atfork may allocate) goes ahead on
+  // the defaults; any other thread of this process waits for the first one to finish.
+  static constinit thread_local bool t_initializing = false;
+  if (t_initializing) return;
+  const int process = ::getpid();
+  int state = init_state_.load(std::memory_order_acquire);
+  for (;;) {
+    if (state == kInitialized) return;
+    if (state == process) {  // another thread of this process initializes
+      sched_yield();
+      state = init_state_.load(std::memory_order_acquire);
+      continue;
+    }
+    // Uninitialized, or another process's initialization that a fork cut short: this child
+    // has no thread to finish it, so it starts over. That is safe because the fork came
+    // before the heap's fork handlers were installed (after, the child's handler marks the
+    // heap initialized, unless glibc skipped it for this fork: docs/architecture.md), and
+    // nothing before them takes a lock or hands out a block: the parts constructed so far
+    // are constructed again, and PAGEMALLOC_CONF read again.
+    if (init_state_.compare_exchange_weak(state, process, std::memory_order_acq_rel)) break;
+  }
+  if (state != kUninitialized) g_conf_loaded.store(false, std::memory_order_relaxed);
+  t_initializing = true;
+  huge_.construct(kNoArena, typename HugeManager::Neighbours{&purge_automatic_arenas, this});
+  automatic_.start(&huge());  // one arena until configure(): allocations made meanwhile use it
+  load_conf_from_environment();
+  const long wanted = options().deterministic.load() ? 1 : options().narenas.load();
+  automatic_.configure(wanted > 0 ? unsigned(wanted) : AutomaticArenas::default_count());
+  Fork::install_handlers();
+  t_initializing = false;
+  init_state_.store(kInitialized, std::memory_order_release);
+  Decay::start_background_thread_if_asked();
+}
+
+// 0, EINVAL (no arena has the index) or ENOMEM (no memory for an automatic arena's record).
+template <class Config>
+int Allocator<Config>::Heap::find_source(unsigned index, Source& out) {
+  if (index < automatic_.count()) {
+    Arena* a = automatic_.at(index);
+    if (a == nullptr) return ENOMEM;
+    out = Source{a, &huge(), false};
+    return 0;
+  }
+  ExplicitArena* a = explicit_.find(index);
+  if (a == nullptr) return EINVAL;
+  out = Source{&a->blocks, &a->huge, false};
+  return 0;
+}
+
+template <class Config>
+void* Allocator<Config>::Heap::allocate_slow(std::size_t size, std::size_t align, bool zero) {
+  ensure_initialized();
+  return allocate_from(Source{&automatic_.for_thread(), &huge(), true}, size, align, zero);
+}
+
+template <class Config>
+void* Allocator<Config>::Heap::allocate_in(unsigned arena, std::size_t size, std::size_t align,
+                                           bool zero) {
+  if (ExplicitArena* e = explicit_.find(arena); e != nullptr && e->bump.enabled()) {
+    if (void* p = e->bump.allocate(size, align)) [[likely]] {
+      if (zero) std::memset(p, 0, bump_usable(size));
+      return p;
+    }
+    if (!e->ordinary_used.load(std::memory_order_relaxed))
+      e->ordinary_used.store(true, std::memory_order_relaxed);
+  }
+  ensure_initialized();
+  Source source{};
+  if (const int error = find_source(arena, source)) {
+    errno = error;
+    return nullptr;
+  }
+  return allocate_from(source, size, align, zero);
+}
+
+template <class Config>
+void* Allocator<Config>::Heap::allocate_from(const Source& source, std::size_t size,
+                                             std::size_t align, bool zero, std::size_t will_write) {
+  if (size == 0) size = 1;  // the smallest block of its kind, as place() counts it
+  const Placement where = place(size, align);
+  void* p = nullptr;
+  bool zeroed = false;
+  switch (where.kind) {
+    case BlockKind::Small:
+      p = source.through_cache ? allocate_small(where.size_class)
+                               : source.blocks->alloc_small(where.size_class);
+      break;
+    case BlockKind::Large:
+      // A block from the thread's own arena may come from a neighbour's freed pages; one from
+      // an arena the caller named must come from that arena.
+      p = source.blocks->alloc_large(size, align, zeroed, source.through_cache);
+      break;
+    case BlockKind::Huge: p = source.huge->alloc(size, align, zeroed); break;
+    case BlockKind::Invalid: break;
+  }
+  if (p == nullptr) return heap_detail::out_of_memory();
+  if (zero && !zeroed) clear_block(p, where.usable);
+  if (zeroed && will_write >= kPopulateCopyBytes) populate_pages(p, will_write & ~(kPageSize - 1));
+  return p;
+}
+
+template <class Config>
+void* Allocator<Config>::Heap::allocate_small(unsigned size_class) {
+  Arena& mine = automatic_.for_thread();
+  if (ThreadCache* cache = ThreadCache::get(mine)) [[likely]]
+    return cache->pop(size_class);
+  return mine.alloc_small(size_class);
+}
+
+}  // namespace pagemalloc

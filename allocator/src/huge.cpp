@@ -1,8 +1,0 @@
-// The huge blocks' manager for the build's Config (huge_impl.h).
-#include "huge_impl.h"
-
-namespace pagemalloc {
-
-template class Allocator<BuildConfig>::HugeManager;
-
-}  // namespace pagemalloc

@@ -1,0 +1,50 @@
+// Misuse reports and warnings: fmt formats into a buffer on the stack and write(2) sends it,
+// so reporting works even when the heap is corrupt or its lock is held.
+#include "support/diagnostics.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "support/format.h"
+
+namespace pagemalloc {
+namespace {
+
+template <class... Args>
+void write_line(fmt::format_string<Args...> format, Args&&... args) {
+  char buffer[512];
+  auto result = fmt::format_to_n(buffer, sizeof(buffer) - 1, format, std::forward<Args>(args)...);
+  std::size_t length = std::min(result.size, sizeof(buffer) - 1);
+  buffer[length] = '\n';
+  ssize_t ignored = ::write(STDERR_FILENO, buffer, length + 1);
+  (void)ignored;
+}
+
+}  // namespace
+
+void report_misuse(const char* call, const void* ptr, std::string_view what) {
+  write_line("pagemalloc: {}({}): {}", call, ptr, what);
+  std::abort();
+}
+
+void report_size_mismatch(const char* call, const void* ptr, std::size_t size, std::size_t usable) {
+  write_line("pagemalloc: {}({}, {}): size does not match the block (its usable size is {})", call,
+             ptr, size, usable);
+  std::abort();
+}
+
+void warn(std::string_view message) { write_line("pagemalloc: {}", message); }
+
+void write_fully(int fd, std::string_view text) {
+  const char* data = text.data();
+  std::size_t size = text.size();
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n <= 0) return;
+    data += n;
+    size -= std::size_t(n);
+  }
+}
+
+}  // namespace pagemalloc

@@ -1,8 +1,0 @@
-// The thread caches for the build's Config (thread_cache_impl.h).
-#include "thread_cache_impl.h"
-
-namespace pagemalloc {
-
-template class Allocator<BuildConfig>::ThreadCache;
-
-}  // namespace pagemalloc

@@ -1,0 +1,452 @@
+// Thread caches: a stack of free regions per size class and thread, so that most small
+// allocations and frees touch no lock (jemalloc's tcache, tcmalloc's thread cache).
+//
+// Each class's stack starts with room for initial_limit(class) regions (64, or 32 KiB worth
+// for the larger classes) and grows, as tcmalloc's free lists do, when a thread frees more of
+// that class than it holds: an overflow raises the class's limit (doubling it, up to
+// capacity(class)) while the thread's budget allows, and only flushes when it does not. A bin
+// grows only while the thread allocates from it: its own regions if it refilled since its last
+// flush (a thread that frees what others of its arena allocated keeps no more than its first
+// limit), regions of other arenas (below) if it popped them. The
+// budget, kBudgetBytes, bounds the bytes by which one thread's limits may grow above their
+// initial ones. A stack starts in a packed area that holds every class's initial limit one
+// after another (some 18 KiB: a thread that uses a few dozen classes touches a few pages of
+// it, not a page per class). A growth to at most kPackedGrowth slots moves it to room for its
+// new limit taken in turn from a second packed area, so that classes that grow a little
+// share pages too; a larger growth (or one that finds that area full) moves it to room for
+// its largest stack, reserved per class in the cache record, where it grows in place. Each
+// area's pages are touched only as stacks fill them.
+//
+// A cache is filled from its arena and flushed back to it in batches of half its limit, under
+// one lock acquisition each; a bin that only flows one way takes whole ones. A bin refilled
+// kProducerRefills times in a row without a flush (a thread that allocates what others free)
+// refills its whole limit, and one flushed twice in a row without a refill (a thread that frees
+// what others allocated) flushes all it holds: twice the regions per lock where threads hand
+// blocks on through one arena. The cache record comes from a pool (not from TLS, whose
+// static size is limited); each thread holds a pointer to it. A pthread key's destructor
+// returns the regions and the record when the thread exits; a thread that is exiting, or
+// that is setting up its cache, bypasses the cache.
+//
+// Idle bins give back what they grew to hold (as jemalloc's tcache GC, by events): at each
+// decay tick of a cache (every kDecayTickBinPushes frees into one of its bins) the cache looks
+// at its next kIdleBinsPerTick bins in turn, and a bin that holds more regions than its initial
+// limit and has seen no push or pop since its last look flushes the oldest down to that limit.
+// A program that moves on from one size to others (batches of 2 KiB blocks, then of 4 KiB ones)
+// does not keep the old classes' hundreds of regions, and their slabs, for the rest of the
+// thread's life. Flushing every region of an idle bin cost more than it gave: the classes a
+// program uses now and then came back to fresh slabs while their regions lay scattered over
+// part-used ones (espresso's pattern in the memory study, a quarter of a MiB more at its peak).
+//
+// A freed region's first word is set to a key: a free that finds the key there checks the
+// cache and the slab's bitmap, and reports a double free instead of caching the region twice.
+//
+// A cache belongs to one automatic arena. The fast path caches only that arena's regions; a
+// region of another automatic arena (freed by a thread other than the one that allocated
+// it) goes in through push_foreign, from the slow path, without a lock, and marks its bin
+// mixed: a mixed bin's flush returns each region to the arena that holds it, found through
+// the address map (as jemalloc's tcache flush sorts by arena): to another arena through its
+// inbox of remote frees, without its lock (arena.h). A mixed bin holds at most
+// foreign_limit(class) regions (8 KiB worth) before it flushes whole, unless the thread
+// allocates from it (it has refilled, or popped regions, since its last flush), and it grows
+// only if so: what a thread that only frees others' blocks keeps of them is memory their
+// arenas cannot reuse, so it stays small in every class (in a consumer thread, of every class
+// its producers send), while a thread that frees others' blocks and allocates as many (the
+// threads of a server that hand requests on) reuses them from its cache.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+#include "chunks/address_map.h"
+#include "design/allocator.h"
+#include "design/size_classes.h"
+#include "process/decay.h"
+#include "support/options.h"
+
+namespace pagemalloc {
+
+inline constexpr unsigned kCacheInitialLimit = 64;  // regions per class at first, at most
+
+// The regions a thread cache holds of a class at first: 32 KiB worth, at least 4, at most
+// kCacheInitialLimit (every class up to 512 bytes starts at 64). A thread that uses few
+// regions of a large class keeps little of it: 64 regions of every class would be 6.8 MiB.
+constexpr unsigned cache_initial_limit(unsigned size_class) {
+  const std::size_t by_bytes = (std::size_t{32} << 10) / kAllSizeClasses[size_class].size;
+  return by_bytes < 4 ? 4 : by_bytes > kCacheInitialLimit ? kCacheInitialLimit : unsigned(by_bytes);
+}
+
+// The most regions a thread cache holds of a class: 512 KiB worth, at least
+// kCacheInitialLimit, at most 2048.
+constexpr unsigned cache_capacity(unsigned size_class) {
+  const std::size_t by_bytes = (std::size_t{512} << 10) / kAllSizeClasses[size_class].size;
+  return by_bytes < kCacheInitialLimit ? kCacheInitialLimit
+         : by_bytes > 2048             ? 2048
+                                       : unsigned(by_bytes);
+}
+
+// The most regions a mixed bin (one holding other arenas' regions) keeps before it flushes:
+// 8 KiB worth, at least 2. Classes up to 128 bytes reach their first limit first.
+constexpr unsigned cache_foreign_limit(unsigned size_class) {
+  const std::size_t by_bytes = (std::size_t{8} << 10) / kAllSizeClasses[size_class].size;
+  return by_bytes < 2 ? 2 : unsigned(by_bytes);
+}
+
+// The chunks a thread remembers as its arena's (ThreadCache::owns_chunk): 64 MiB of chunks in
+// a row, in four lines of thread-local storage.
+inline constexpr std::size_t kRememberedChunks = 32;
+static_assert(std::has_single_bit(kRememberedChunks));
+
+// Per class, of every class any design has (a design's classes are the first of these:
+// size_classes.h).
+inline constexpr auto kCacheForeignLimits = [] {
+  std::array<std::uint32_t, kAllClassesCount> limits{};
+  for (unsigned c = 0; c < kAllClassesCount; ++c) limits[c] = cache_foreign_limit(c);
+  return limits;
+}();
+
+// Where each class's slots start in a cache's packed area (initial limits, one class after
+// another).
+inline constexpr auto kCacheInitialOffsets = [] {
+  std::array<std::size_t, kAllClassesCount + 1> offsets{};
+  for (unsigned c = 0; c < kAllClassesCount; ++c)
+    offsets[c + 1] = offsets[c] + cache_initial_limit(c);
+  return offsets;
+}();
+// Where each class's room for its largest stack starts in a cache's area of them (all
+// classes one after another).
+inline constexpr auto kCacheSlotOffsets = [] {
+  std::array<std::size_t, kAllClassesCount + 1> offsets{};
+  for (unsigned c = 0; c < kAllClassesCount; ++c) offsets[c + 1] = offsets[c] + cache_capacity(c);
+  return offsets;
+}();
+// A stack that grows to at most this many slots moves to the packed area of small growths,
+// which has room for kCachePackedGrowthSlots (64 KiB): the first two growths of some 20
+// classes.
+inline constexpr unsigned kPackedGrowth = 256;
+inline constexpr std::size_t kCachePackedGrowthSlots = 8192;
+
+template <class Config>
+class Allocator<Config>::ThreadCache {
+ public:
+  static constexpr unsigned initial_limit(unsigned size_class) {
+    return cache_initial_limit(size_class);
+  }
+  static constexpr unsigned foreign_limit(unsigned size_class) {
+    return kCacheForeignLimits[size_class];  // a load, where the function's division is slow
+  }
+  static constexpr std::size_t kBudgetBytes = 1 << 20;  // growth of one thread's limits
+  static constexpr unsigned kMaxRefill = 256;           // regions per refill at most
+  // A bin refilled this many times without a flush refills its whole limit (a producer's).
+  static constexpr unsigned kProducerRefills = 3;
+  static constexpr unsigned kIdleBinsPerTick = 8;  // bins looked at per decay tick of a cache
+  static constexpr unsigned capacity(unsigned size_class) { return cache_capacity(size_class); }
+
+  // Leaves the slot areas unwritten (their pages stay untouched until used).
+  [[gnu::hot]] ThreadCache();
+  ThreadCache(const ThreadCache&) = delete;
+  ThreadCache& operator=(const ThreadCache&) = delete;
+
+  // The calling thread's cache, created on first use; nullptr while it must be bypassed, and
+  // always in a design without thread caches (Config::kThreadCaches).
+  static ThreadCache* get(Arena& arena) {
+    if constexpr (!Config::kThreadCaches) return nullptr;
+    if (t_.cache != nullptr) [[likely]]
+      return t_.cache;
+    return create(arena);
+  }
+  // The calling thread's cache if it has one.
+  static ThreadCache* current() { return Config::kThreadCaches ? t_.cache : nullptr; }
+
+  // The arena it takes regions from and returns them to; only regions of this arena enter it.
+  [[nodiscard]] Arena* arena() const { return arena_; }
+
+  // Whether chunk (chunk-aligned) is one of this cache's arena's chunks, with checks off: the
+  // fast paths' test of a block to free or resize. A chunk found so is remembered in its slot
+  // of the thread's table (kRememberedChunks, slot = chunk number modulo their count), and the
+  // table holds the count of ownership changes its chunks were found under
+  // (g_ownership_changes, address_map.h): while the count stays, a block in a remembered chunk
+  // is the arena's without a look at the address map (two dependent loads) or at the options.
+  // When the count has moved, the table is emptied before a chunk enters it. Requires: this is
+  // the calling thread's cache (what it remembers is the thread's: ThreadState).
+  bool owns_chunk(const void* chunk) {
+    if (remembers(chunk)) [[likely]]
+      return true;
+    const std::uint64_t changes = g_ownership_changes.load(std::memory_order_acquire);
+    if (address_map().get(chunk) != AddressMap::tag(arena_, AddressMap::kArenaChunk) ||
+        options().checks.load(std::memory_order_relaxed))
+      return false;
+    if (t_.owned_under != changes) {
+      forget_chunks();
+      t_.owned_under = changes;
+    }
+    t_.owned_chunks[remembered_slot(chunk)] = reinterpret_cast<std::uintptr_t>(chunk);
+    return true;
+  }
+
+  // Whether chunk is one the calling thread found its arena's (owns_chunk) and still
+  // remembers, with the count of ownership changes unchanged since: the free path's first
+  // test, in a straight line. A program whose blocks lie in up to kRememberedChunks chunks in a
+  // row passes it on every free, so that the branch on it is always predicted: with one
+  // remembered chunk, frees that alternate between chunks missed at random, and each miss cost
+  // a pipeline flush (docs/measurements.md, "Thirty-two chunks remembered"). A thread
+  // remembers chunks only while it has a cache: then remembering() is that cache.
+  static bool remembers(const void* chunk) {
+    return __builtin_expect(
+               t_.owned_chunks[remembered_slot(chunk)] == reinterpret_cast<std::uintptr_t>(chunk),
+               1) &&
+           __builtin_expect(t_.owned_under == g_ownership_changes.load(std::memory_order_relaxed),
+                            1);
+  }
+  // Requires: remembers(some chunk).
+  static ThreadCache* remembering() {
+    if (t_.cache == nullptr) __builtin_unreachable();  // what the compiler cannot know
+    return t_.cache;
+  }
+
+  // A cached region of the class, or nullptr when the bin is empty (no refill: the caller's
+  // slow path refills through pop). The region's first word is cleared (it held the freed
+  // key).
+  void* pop_cached(unsigned size_class) { return pop_from(bins_, size_class); }
+  // pop_cached on the calling thread's cache, or nullptr if it has none: a thread without a
+  // cache reads its class's bin in kNoBins, always empty, so that malloc's fast path does not
+  // test the cache pointer.
+  static void* pop_cached_here(unsigned size_class) {
+    if constexpr (!Config::kThreadCaches) return nullptr;
+    return pop_from(t_.bins, size_class);
+  }
+
+  // As pop_cached, refilling an empty bin; nullptr when the arena has no memory left.
+  void* pop(unsigned size_class) {
+    if (void* p = pop_cached(size_class)) [[likely]]
+      return p;
+    return refill(size_class);
+  }
+
+  // Requires: p is a live region of size_class not yet in any cache.
+  void push(unsigned size_class, void* p) { push_to(bins_ + std::size_t{size_class}, p); }
+  // push for the region p of the slab page whose entry is e: the bin's address from the
+  // entry's class byte (PageEntry::class_byte_times_16), the bias folded into the address's
+  // constant (one lea) instead of subtracted from the class.
+  void push_slab_region(PageEntry e, void* p) {
+    static_assert(sizeof(Bin) == 16);
+    constexpr std::size_t kBias = std::size_t{PageEntry::kClassBias} * sizeof(Bin);
+    push_to(reinterpret_cast<Bin*>(reinterpret_cast<std::byte*>(bins_) +
+                                   (e.class_byte_times_16() - kBias)),
+            p);
+  }
+
+  // Requires: as push; p belongs to another automatic arena than this cache's.
+  void push_foreign(unsigned size_class, void* p) {
+    const Bin& bin = bins_[size_class];
+    BinUse& use = uses_[size_class];
+    const std::uint32_t count = bin.count();
+    // Fewer regions than after the last foreign push, with no flush or growth since: the
+    // thread popped some, so it allocates from the bin even if its frees keep it full.
+    if (use.mixed && count < use.foreign_mark) use.popped = true;
+    // Only in a bin that the thread does not allocate from (no refill, no pop since its last
+    // flush): one that does reuses the foreign regions itself. A flush of every region clears
+    // `mixed`: it is set after the push, for p, so that a flush in the push (a full bin's)
+    // returns what the bin held before as what it was.
+    if (use.mixed && !use.refilled() && !use.popped && count >= foreign_limit(size_class) &&
+        count < bin.limit())
+      flush(size_class, count);
+    push(size_class, p);
+    use.mixed = true;
+    use.foreign_mark = bin.count();
+  }
+
+  [[nodiscard]] bool holds(unsigned size_class, const void* p) const;
+
+  // Returns every cached region to the arena (thread exit, or pm_purge on this thread).
+  void flush_all();
+
+  static constexpr std::uintptr_t freed_key() { return kFreedKey; }
+
+  // Bytes of free regions held by all threads' caches (for the statistics).
+  static std::size_t bytes_cached_by_all();
+
+  // Reallocations that moved a small block on the thread's fast path (Heap::reallocate_small)
+  // and the bytes they copied: counted by the owner with plain loads and stores, summed over
+  // every cache, live or gone, for the statistics.
+  struct Moves {
+    std::size_t moved = 0;
+    std::size_t copied = 0;
+  };
+  void count_move(std::size_t bytes) {
+    moved_.store(moved_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    copied_.store(copied_.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+  }
+  static Moves moves_by_all();
+
+  // fork(): the registry's lock is held across it. In the child only the forking thread
+  // exists: the other threads' caches are dropped, and the regions they held are lost (their
+  // owners may have been halfway through a push or a pop, so they cannot be trusted).
+  [[gnu::hot]] static void lock_for_fork();
+  [[gnu::hot]] static void unlock_after_fork_in_parent();
+  [[gnu::hot]] static void reset_after_fork_in_child();
+
+  // For the tests: whether malloc's fast path reads a cache's bins on the calling thread (not
+  // kNoBins); the class's limit, the regions it holds, and where its stack lies now (the
+  // record's bytes from the start of the packed area of initial limits).
+  static bool fast_path_has_bins() { return t_.bins != kNoBins; }
+  [[nodiscard]] unsigned limit(unsigned size_class) const { return bins_[size_class].limit(); }
+  [[nodiscard]] unsigned cached(unsigned size_class) const { return bins_[size_class].count(); }
+  [[nodiscard]] std::size_t stack_offset(unsigned size_class) const {
+    return std::size_t(reinterpret_cast<const std::byte*>(bins_[size_class].slots) -
+                       reinterpret_cast<const std::byte*>(initial_slots_));
+  }
+
+ private:
+  // What the fast paths touch of a class: 16 bytes, so that a class's bin is one shift away.
+  // Its count, its room (limit - count) and a count of pushes share one word, which a push
+  // changes with one addition: count + 1, room - 1, pushes + 1. A full bin is a zero room
+  // field; every kDecayTickBinPushes-th push carries out of the word, and that carry is the
+  // decay's tick (decay.h): no counter of the thread's own to load and store on each free.
+  struct Bin {
+    static constexpr std::uint64_t kCountMask = 0xffff;      // bits 0-15
+    static constexpr std::uint64_t kRoomMask = 0xffff'0000;  // bits 16-31
+    static constexpr unsigned kRoomShift = 16;
+    static constexpr unsigned kPushesShift = 64 - std::countr_zero(kDecayTickBinPushes);
+    // count + 1, room - 1 (room >= 1: no borrow reaches the pushes), pushes + 1 (mod 2^64).
+    static constexpr std::uint64_t kPush =
+        (std::uint64_t{1} << kPushesShift) - (std::uint64_t{1} << kRoomShift) + 1;
+    // count - 1 (count >= 1), room + 1.
+    static constexpr std::uint64_t kPop = (std::uint64_t{1} << kRoomShift) - 1;
+
+    std::atomic<std::uint64_t> fill{0};  // written by the owner only, read by the statistics
+    void** slots = nullptr;              // limit slots: the packed area's, or the grown one's
+
+    [[nodiscard]] std::uint32_t count() const {
+      return std::uint32_t(fill.load(std::memory_order_relaxed) & kCountMask);
+    }
+    [[nodiscard]] std::uint32_t limit() const {
+      const std::uint64_t f = fill.load(std::memory_order_relaxed);
+      return std::uint32_t((f & kCountMask) + ((f & kRoomMask) >> kRoomShift));
+    }
+    // Requires: count <= limit <= kCountMask.
+    void set(std::uint32_t count, std::uint32_t limit) {
+      const std::uint64_t pushes = fill.load(std::memory_order_relaxed) & ~(kCountMask | kRoomMask);
+      fill.store(pushes | count | std::uint64_t{limit - count} << kRoomShift,
+                 std::memory_order_relaxed);
+    }
+    void set_count(std::uint32_t count) { set(count, limit()); }
+    void set_limit(std::uint32_t limit) { set(count(), limit); }
+  };
+  static_assert(sizeof(Bin) == 16);
+  static_assert(cache_capacity(0) <= Bin::kCountMask, "a limit fits its field");
+  static_assert(std::has_single_bit(kDecayTickBinPushes) && Bin::kPushesShift >= 32,
+                "the pushes' field is a power of two wide and above the room's");
+  // push on the bin `bin`.
+  void push_to(Bin* const bin, void* p) {
+    const std::uint64_t fill = bin->fill.load(std::memory_order_relaxed);
+    if ((fill & Bin::kRoomMask) == 0) [[unlikely]]
+      return push_overflowing(bin, p);
+    bin->slots[fill & Bin::kCountMask] = p;
+    std::uint64_t next;
+    const bool tick = __builtin_add_overflow(fill, Bin::kPush, &next);
+    bin->fill.store(next, std::memory_order_relaxed);
+    if (tick) [[unlikely]]
+      on_decay_tick();
+  }
+  // pop_cached on the bins `bins`.
+  static void* pop_from(Bin* bins, unsigned size_class) {
+    Bin* const bin = bins + std::size_t{size_class};  // (one address, not one per field)
+    const std::uint64_t fill = bin->fill.load(std::memory_order_relaxed);
+    if ((fill & Bin::kCountMask) == 0) [[unlikely]]
+      return nullptr;
+    void* p = bin->slots[(fill & Bin::kCountMask) - 1];
+    bin->fill.store(fill + Bin::kPop, std::memory_order_relaxed);
+    *static_cast<std::uintptr_t*>(p) = 0;
+    return p;
+  }
+  // What only the slow paths touch of a class: how its bin holds other arenas' regions.
+  struct BinUse {
+    bool mixed = false;                  // may hold regions of other arenas
+    bool unrefilled_flush = false;       // the last flush came with no refill since the one before
+    std::uint8_t refills_unflushed = 0;  // refills since the last flush, up to kProducerRefills
+    // Refilled from the arena since the last flush.
+    [[nodiscard]] bool refilled() const { return refills_unflushed != 0; }
+    bool popped = false;  // mixed, and popped from since the last flush or growth (its count
+                          // fell below foreign_mark)
+    std::uint32_t foreign_mark = 0;  // count after the last foreign push, flush or growth
+  };
+  [[gnu::hot]] static ThreadCache* create(Arena& arena);
+  [[gnu::hot]] static void on_thread_exit(void* cache);
+  // Adds this cache's moves to the registry's total of gone caches (registry lock held).
+  void retire_moves();
+  [[gnu::hot]] void* refill(unsigned size_class);
+  // A push that found the bin full: raises its limit if the budget allows, else flushes
+  // half of it; then pushes. Takes the bin, not its class: the fast path keeps no copy of it.
+  [[gnu::hot]] void push_overflowing(Bin* bin, void* p) noexcept;
+  // Returns the n oldest regions to their arenas; returns the new count.
+  [[gnu::hot]] std::uint32_t flush(unsigned size_class, unsigned n);
+  // A decay tick of this cache (push_to): looks at the next kIdleBinsPerTick bins and flushes
+  // each that has not changed since the last look down to its initial limit, then ticks the
+  // decay. Out of line: the free path that inlines push_to carries one call for both.
+  // Requires: no lock held.
+  [[gnu::hot, gnu::noinline]] void on_decay_tick() noexcept;
+  static void return_to_owners(Arena* mine, void* const* regions, unsigned n);
+
+  // A value no pointer or small integer takes (a kernel address, and a NaN as a double), that
+  // is a 32-bit immediate sign-extended: free compares and writes it with no separate load of
+  // the constant. A block whose first word holds it by chance only takes the slow path, which
+  // asks the cache and the slab whether the block is free.
+  static constexpr std::uintptr_t kFreedKey = 0xffff'ffff'9e37'79b9;
+  static_assert(std::intptr_t(kFreedKey) == std::int32_t(kFreedKey));
+  enum class CacheState : std::uint8_t { None, Creating, Active, Exited };
+  // owns_chunk()'s memory: at first kNoChunk in every slot, which no chunk's base equals (not
+  // even that of nullptr, 0: the fast free path leaves nullptr and other chunk-aligned
+  // pointers to it).
+  static constexpr std::uintptr_t kNoChunk = 1;
+  using RememberedChunks = std::array<std::uintptr_t, kRememberedChunks>;
+  static constexpr RememberedChunks kNoChunks = [] {
+    RememberedChunks none{};
+    none.fill(kNoChunk);
+    return none;
+  }();
+  static std::size_t remembered_slot(const void* chunk) {
+    return (reinterpret_cast<std::uintptr_t>(chunk) >> kLgChunkSize) % kRememberedChunks;
+  }
+  static void forget_chunks() { t_.owned_chunks = kNoChunks; }
+  // The bins of a thread that has no cache: empty, never written.
+  static inline constinit Bin kNoBins[kNumClasses]{};
+  // What the fast paths read of the calling thread besides its cache's bins, in thread-local
+  // storage: one line with its cache pointer, the line a malloc reads, and the table of
+  // remembered chunks in the four after it, so that a free touches no line of the cache
+  // record but its bin's (and the stack's slot).
+  struct alignas(64) ThreadState {
+    ThreadCache* cache = nullptr;
+    Bin* bins = kNoBins;            // cache->bins_ while the thread has a cache
+    std::uint64_t owned_under = 0;  // the count of ownership changes owned_chunks hold under
+    CacheState state = CacheState::None;
+    // owns_chunk()'s memory: the chunks found the arena's, each in its slot (remembered_slot),
+    // kNoChunk in the slots of none. In the lines after the first, read by frees only.
+    RememberedChunks owned_chunks = kNoChunks;
+  };
+  static inline constinit thread_local ThreadState t_{};
+
+  // First in the record, so that a class's bin lies at the cache's address plus 16 times
+  // its class: one scaled index addresses its count, limit and slots.
+  Bin bins_[kNumClasses];
+  Arena* arena_ = nullptr;
+  ThreadCache* prev_ = nullptr;  // the list of live caches
+  ThreadCache* next_ = nullptr;
+  std::size_t grown_bytes_ = 0;        // sum over classes of (limit - initial_limit) * size
+  std::size_t packed_taken_ = 0;       // slots of packed_growths_ taken
+  std::atomic<std::size_t> moved_{0};  // written by the owner only (count_move)
+  std::atomic<std::size_t> copied_{0};
+  BinUse uses_[kNumClasses];
+  std::uint64_t idle_seen_[kNumClasses] = {};  // each bin's fill at on_decay_tick's last look
+  unsigned idle_next_ = 0;                     // the bin it looks at next
+  void* initial_slots_[kCacheInitialOffsets[kNumClasses]];  // initial_limit(c) per class
+  void* packed_growths_[kCachePackedGrowthSlots];           // taken in turn by small growths
+  void* grown_slots_[kCacheSlotOffsets[kNumClasses]];       // capacity(c) per class
+};
+
+// The build's.
+using ThreadCache = Allocator<BuildConfig>::ThreadCache;
+
+}  // namespace pagemalloc

@@ -1,0 +1,276 @@
+// Thread caches: creation, refill and flush against the arena, and teardown at thread exit.
+#pragma once
+
+#include "threads/thread_cache.h"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "arena/arena.h"
+#include "chunks/address_map.h"
+#include "chunks/meta_pool.h"
+#include "pagemap/intrusive_list.h"
+#include "support/lock.h"
+
+namespace pagemalloc {
+
+// Every live cache of one Config, their records' pool, and the pthread key that tears them
+// down.
+template <class ThreadCache>
+struct CacheRegistry {
+  Lock lock;
+  MetaPool<ThreadCache> pool;
+  ThreadCache* live = nullptr;          // head of the list of live caches
+  typename ThreadCache::Moves retired;  // the moves counted by caches whose threads are gone
+  pthread_key_t key{};
+  std::atomic<bool> key_ready{false};
+};
+template <class Config>
+constinit CacheRegistry<typename Allocator<Config>::ThreadCache> g_cache_registry{};
+
+template <class Config>
+Allocator<Config>::ThreadCache::ThreadCache() {
+  for (unsigned c = 0; c < kNumClasses; ++c) {
+    bins_[c].slots = initial_slots_ + kCacheInitialOffsets[c];
+    bins_[c].set_limit(initial_limit(c));
+  }
+}
+
+template <class Config>
+typename Allocator<Config>::ThreadCache* Allocator<Config>::ThreadCache::create(Arena& arena) {
+  if (t_.state != CacheState::None) return nullptr;
+  t_.state = CacheState::Creating;  // allocations made below bypass the cache
+  ThreadCache* cache = nullptr;
+  {
+    LockGuard guard(g_cache_registry<Config>.lock);
+    if (!g_cache_registry<Config>.key_ready.load(std::memory_order_acquire)) {
+      if (pthread_key_create(&g_cache_registry<Config>.key, &ThreadCache::on_thread_exit) == 0)
+        g_cache_registry<Config>.key_ready.store(true, std::memory_order_release);
+    }
+    if (g_cache_registry<Config>.key_ready.load(std::memory_order_relaxed))
+      cache = g_cache_registry<Config>.pool.acquire();
+    if (cache != nullptr) {
+      cache->next_ = g_cache_registry<Config>.live;
+      if (g_cache_registry<Config>.live != nullptr) g_cache_registry<Config>.live->prev_ = cache;
+      g_cache_registry<Config>.live = cache;
+    }
+  }
+  if (cache == nullptr) {
+    t_.state = CacheState::Exited;  // no cache for this thread: every call goes to the arena
+    return nullptr;
+  }
+  cache->arena_ = &arena;
+  pthread_setspecific(g_cache_registry<Config>.key, cache);
+  t_.cache = cache;
+  t_.bins = cache->bins_;
+  t_.state = CacheState::Active;
+  return cache;
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::on_thread_exit(void* p) {
+  auto* cache = static_cast<ThreadCache*>(p);
+  t_.cache = nullptr;
+  t_.bins = kNoBins;
+  forget_chunks();  // a thread remembers chunks only while it has a cache
+  t_.state = CacheState::Exited;
+  cache->flush_all();
+  cache->arena_->thread_left();  // automatic_arenas.h: the arena has one thread fewer
+  LockGuard guard(g_cache_registry<Config>.lock);
+  if (cache->prev_ != nullptr) cache->prev_->next_ = cache->next_;
+  else g_cache_registry<Config>.live = cache->next_;
+  if (cache->next_ != nullptr) cache->next_->prev_ = cache->prev_;
+  cache->retire_moves();
+  g_cache_registry<Config>.pool.release(cache);
+}
+
+// Requires: the registry's lock held.
+template <class Config>
+void Allocator<Config>::ThreadCache::retire_moves() {
+  g_cache_registry<Config>.retired.moved += moved_.load(std::memory_order_relaxed);
+  g_cache_registry<Config>.retired.copied += copied_.load(std::memory_order_relaxed);
+}
+
+template <class Config>
+typename Allocator<Config>::ThreadCache::Moves Allocator<Config>::ThreadCache::moves_by_all() {
+  LockGuard guard(g_cache_registry<Config>.lock);
+  Moves sum = g_cache_registry<Config>.retired;
+  for (ThreadCache* c = g_cache_registry<Config>.live; c != nullptr; c = c->next_) {
+    sum.moved += c->moved_.load(std::memory_order_relaxed);
+    sum.copied += c->copied_.load(std::memory_order_relaxed);
+  }
+  return sum;
+}
+
+template <class Config>
+std::size_t Allocator<Config>::ThreadCache::bytes_cached_by_all() {
+  LockGuard guard(g_cache_registry<Config>.lock);
+  std::size_t bytes = 0;
+  for (ThreadCache* c = g_cache_registry<Config>.live; c != nullptr; c = c->next_)
+    for (unsigned k = 0; k < kNumClasses; ++k)
+      bytes += std::size_t(c->bins_[k].count()) * kSizeClasses[k].size;
+  return bytes;
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::lock_for_fork() {
+  g_cache_registry<Config>.lock.lock();
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::unlock_after_fork_in_parent() {
+  g_cache_registry<Config>.lock.unlock();
+}
+
+// Requires: the registry's lock held (by lock_for_fork, before the fork).
+template <class Config>
+void Allocator<Config>::ThreadCache::reset_after_fork_in_child() {
+  ThreadCache* survivor = t_.cache;
+  ThreadCache* c = g_cache_registry<Config>.live;
+  while (c != nullptr) {
+    ThreadCache* next = c->next_;
+    if (c != survivor) {
+      c->retire_moves();
+      g_cache_registry<Config>.pool.release(c);
+    }
+    c = next;
+  }
+  g_cache_registry<Config>.live = survivor;
+  if (survivor != nullptr) survivor->prev_ = survivor->next_ = nullptr;
+  g_cache_registry<Config>.lock.unlock();
+}
+
+template <class Config>
+bool Allocator<Config>::ThreadCache::holds(unsigned size_class, const void* p) const {
+  const Bin& bin = bins_[size_class];
+  const std::uint32_t count = bin.count();
+  for (std::uint32_t i = 0; i < count; ++i)
+    if (bin.slots[i] == p) return true;
+  return false;
+}
+
+template <class Config>
+void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
+  Bin& bin = bins_[size_class];
+  BinUse& use = uses_[size_class];
+  // Half the limit, so that frees that follow find room; the whole limit for a bin its thread
+  // only allocates from (a producer's), which takes as many regions per lock as a consumer
+  // returns.
+  const unsigned wanted = use.refills_unflushed >= kProducerRefills ? bin.limit() : bin.limit() / 2;
+  const unsigned batch = wanted < kMaxRefill ? wanted : kMaxRefill;
+  std::uint32_t count = arena_->alloc_batch(size_class, bin.slots, batch);
+  if (count == 0) return nullptr;
+  if (use.refills_unflushed < kProducerRefills) ++use.refills_unflushed;
+  void* p = bin.slots[--count];
+  bin.set_count(count);
+  *static_cast<std::uintptr_t*>(p) = 0;
+  return p;
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::on_decay_tick() noexcept {
+  for (unsigned i = 0; i < kIdleBinsPerTick; ++i) {
+    const unsigned c = idle_next_;
+    idle_next_ = c + 1 == kNumClasses ? 0 : c + 1;
+    const std::uint64_t fill = bins_[c].fill.load(std::memory_order_relaxed);
+    // A push changes the pushes' field, a pop the count: an equal fill saw neither.
+    const std::uint32_t keep = initial_limit(c);  // what a bin that never grew may hold
+    if (fill == idle_seen_[c] && bins_[c].count() > keep) flush(c, bins_[c].count() - keep);
+    idle_seen_[c] = bins_[c].fill.load(std::memory_order_relaxed);
+  }
+  Decay::tick_from_calls();
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::push_overflowing(Bin* full, void* p) noexcept {
+  const auto size_class = unsigned(full - bins_);
+  Bin& bin = *full;
+  BinUse& use = uses_[size_class];
+  const std::size_t size = kSizeClasses[size_class].size;
+  const unsigned room = capacity(size_class) - bin.limit();
+  const unsigned step = bin.limit() < room ? bin.limit() : room;
+  std::uint32_t count = bin.count();
+  // A bin grows only for a thread that allocates from it: one of the thread's own regions if
+  // it refilled since its last flush, one that holds other arenas' regions if the thread popped
+  // from it since its last flush or growth. A thread that only frees what others allocated
+  // (a consumer) would keep memory their arenas cannot reuse, its own arena's too.
+  if (step != 0 && (use.mixed ? use.popped : use.refilled()) &&
+      grown_bytes_ + step * size <= kBudgetBytes) {
+    const unsigned limit = bin.limit() + step;
+    void** own_room = grown_slots_ + kCacheSlotOffsets[size_class];
+    if (bin.slots != own_room) {  // moves, to a packed room for the new limit or to its own
+      void** room = own_room;
+      if (limit <= kPackedGrowth && packed_taken_ + limit <= kCachePackedGrowthSlots) {
+        room = packed_growths_ + packed_taken_;
+        packed_taken_ += limit;
+      }
+      std::memcpy(room, bin.slots, count * sizeof(void*));
+      bin.slots = room;
+    }
+    bin.set_limit(limit);
+    grown_bytes_ += step * size;
+    // A mixed bin grows again only if the thread pops from it after this growth.
+    use.popped = false;
+    use.foreign_mark = count;
+  } else {
+    // Half the stack, keeping the warm half; all of it for a bin its thread only frees into (a
+    // consumer's: no refill since its last flush, which had none before it either), whose
+    // regions it will not reuse: twice the regions per lock, and none held back.
+    const bool consumer = !use.refilled() && use.unrefilled_flush;
+    count = flush(size_class, consumer ? count : bin.limit() / 2);
+  }
+  bin.slots[count] = p;
+  bin.set_count(count + 1);
+}
+
+template <class Config>
+std::uint32_t Allocator<Config>::ThreadCache::flush(unsigned size_class, unsigned n) {
+  Bin& bin = bins_[size_class];
+  BinUse& use = uses_[size_class];
+  const std::uint32_t count = bin.count();
+  // The oldest entries (bottom of the stack) go back; the warm ones stay.
+  if (use.mixed) [[unlikely]]
+    return_to_owners(arena_, bin.slots, n);
+  else arena_->free_batch(bin.slots, n, "free");
+  use.unrefilled_flush = !use.refilled();
+  use.refills_unflushed = 0;
+  use.popped = false;
+  for (std::uint32_t i = n; i < count; ++i) bin.slots[i - n] = bin.slots[i];
+  bin.set_count(count - n);
+  use.foreign_mark = count - n;
+  if (count == n) use.mixed = false;
+  return count - n;
+}
+
+// Each run of regions of one arena goes back in one batch: to this cache's arena under its
+// lock, to any other through its inbox, without its lock.
+template <class Config>
+void Allocator<Config>::ThreadCache::return_to_owners(Arena* mine, void* const* regions,
+                                                      unsigned n) {
+  auto owner_of = [](const void* p) {
+    return AddressMap::owner_of<Arena>(address_map().get(chunk_base_of(p)));
+  };
+  unsigned start = 0;
+  Arena* owner = n != 0 ? owner_of(regions[0]) : nullptr;
+  for (unsigned i = 1; i <= n; ++i) {
+    Arena* next = i < n ? owner_of(regions[i]) : nullptr;
+    if (next != owner) {
+      if (owner == mine) owner->free_batch(regions + start, i - start, "free");
+      else owner->free_remote(regions + start, i - start);
+      start = i;
+      owner = next;
+    }
+  }
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::flush_all() {
+  for (unsigned c = 0; c < kNumClasses; ++c) {
+    const std::uint32_t count = bins_[c].count();
+    if (count != 0) flush(c, count);
+  }
+}
+
+}  // namespace pagemalloc

@@ -1,0 +1,115 @@
+// PAGEMALLOC_CONF parsing (allocator/src/config.cpp): stats_print's three values, stats_file,
+// narenas above the limit, background_thread, and warnings that name what is valid. End to end, in
+// a program on the drop-in: tests/dropin/conf.sh.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "support/options.h"
+#include "threads/automatic_arenas.h"
+
+namespace {
+
+static_assert(pagemalloc::kMaxNarenas == pagemalloc::AutomaticArenas::kMaxArenas,
+              "narenas' limit in config.h is the number of automatic arenas there can be");
+
+class ConfParsing : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    auto& o = pagemalloc::options();
+    o.stats_print = false;
+    o.stats_json = false;
+    o.stats_file[0] = '\0';
+    o.narenas = saved_narenas_;
+    o.background_thread = false;
+  }
+  static std::string apply(const char* conf) {
+    ::testing::internal::CaptureStderr();
+    pagemalloc::apply_conf(conf);
+    return ::testing::internal::GetCapturedStderr();
+  }
+  long saved_narenas_ = pagemalloc::options().narenas.load();
+};
+
+TEST_F(ConfParsing, StatsPrintTakesTrueFalseAndJson) {
+  auto& o = pagemalloc::options();
+  EXPECT_EQ(apply("stats_print:json"), "");
+  EXPECT_TRUE(o.stats_print.load());
+  EXPECT_TRUE(o.stats_json.load());
+  EXPECT_EQ(apply("stats_print:true"), "");
+  EXPECT_TRUE(o.stats_print.load());
+  EXPECT_FALSE(o.stats_json.load());
+  EXPECT_EQ(apply("stats_print:false"), "");
+  EXPECT_FALSE(o.stats_print.load());
+}
+
+TEST_F(ConfParsing, ABadStatsPrintNamesTheValuesAndChangesNothing) {
+  auto& o = pagemalloc::options();
+  o.stats_print = true;
+  const std::string out = apply("stats_print:yes");
+  EXPECT_NE(out.find("PAGEMALLOC_CONF: bad value in 'stats_print:yes' ignored (stats_print "
+                     "takes true, false or json)"),
+            std::string::npos)
+      << out;
+  EXPECT_TRUE(o.stats_print.load());
+  EXPECT_FALSE(o.stats_json.load());
+}
+
+TEST_F(ConfParsing, StatsFileKeepsThePathAndRefusesOneTooLong) {
+  auto& o = pagemalloc::options();
+  EXPECT_EQ(apply("stats_file:/tmp/heap.%p.json,stats_print:json"), "");
+  EXPECT_STREQ(o.stats_file, "/tmp/heap.%p.json");
+  const std::string long_path(pagemalloc::kStatsFileCapacity, 'x');
+  const std::string out = apply(("stats_file:" + long_path).c_str());
+  EXPECT_NE(out.find("(stats_file takes a path of 1 to 255 bytes)"), std::string::npos) << out;
+  EXPECT_STREQ(o.stats_file, "/tmp/heap.%p.json");
+  EXPECT_NE(apply("stats_file:").find("bad value in 'stats_file:'"), std::string::npos);
+  EXPECT_STREQ(o.stats_file, "/tmp/heap.%p.json");
+}
+
+TEST_F(ConfParsing, NarenasAboveTheLimitIsWarnedAboutAndLowered) {
+  auto& o = pagemalloc::options();
+  const std::string out = apply("narenas:5000");
+  EXPECT_NE(out.find("PAGEMALLOC_CONF: 'narenas:5000' is above the limit; using narenas:256"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(o.narenas.load(), pagemalloc::kMaxNarenas);
+  EXPECT_EQ(apply("narenas:256"), "");
+  EXPECT_EQ(o.narenas.load(), 256);
+  EXPECT_NE(apply("narenas:0").find("(narenas takes 1 to 256)"), std::string::npos);
+  EXPECT_EQ(o.narenas.load(), 256);
+}
+
+TEST_F(ConfParsing, BackgroundThreadTakesABoolean) {
+  auto& o = pagemalloc::options();
+  EXPECT_EQ(apply("background_thread:true"), "");
+  EXPECT_TRUE(o.background_thread.load());
+  EXPECT_NE(apply("background_thread:sometimes")
+                .find("bad value in 'background_thread:sometimes' ignored (background_thread "
+                      "takes true, false, 1 or 0)"),
+            std::string::npos);
+  EXPECT_TRUE(o.background_thread.load());
+  EXPECT_EQ(apply("background_thread:0"), "");
+  EXPECT_FALSE(o.background_thread.load());
+}
+
+TEST_F(ConfParsing, AnUnknownKeyNamesTheKeys) {
+  const std::string out = apply("stat_print:true");
+  EXPECT_NE(
+      out.find(
+          "unknown key in 'stat_print:true' ignored (the keys are decay_ms, checks, "
+          "stats_print, stats_file, deterministic, narenas, thp, thp_budget, background_thread, "
+          "populate)"),
+      std::string::npos)
+      << out;
+}
+
+TEST_F(ConfParsing, AnEntryWithoutAColonSaysHowEntriesLook) {
+  const std::string out = apply("checks");
+  EXPECT_NE(out.find("entry without ':' in 'checks' ignored (entries are key:value, separated "
+                     "by ',')"),
+            std::string::npos)
+      << out;
+}
+
+}  // namespace

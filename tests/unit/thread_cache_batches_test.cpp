@@ -1,0 +1,120 @@
+// How many regions a thread cache moves per trip to its arena (thread_cache.h): half a bin's
+// limit each way, but the whole limit for a bin that flows one way only. A bin refilled
+// kProducerRefills times without a flush (a producer's) refills its whole limit; a bin flushed
+// twice without a refill between (a consumer's) flushes all it holds; a bin left idle while
+// the cache ticks flushes what it holds above its initial limit. Each test runs on a fresh
+// thread, whose bins start empty.
+#include <gtest/gtest.h>
+
+#include <pagemalloc/pagemalloc.h>
+
+#include <thread>
+#include <vector>
+
+#include "design/size_classes.h"
+#include "threads/thread_cache.h"
+
+namespace {
+
+using pagemalloc::ThreadCache;
+
+constexpr std::size_t kSize = 320;  // a class the test harness itself does not use
+constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
+
+// Runs body on a new thread, which has a cache of its own.
+template <class Body>
+void on_fresh_thread(Body body) {
+  if (!pagemalloc::BuildConfig::kThreadCaches) GTEST_SKIP() << "a design without thread caches";
+  std::thread thread([&] {
+    body();
+    pm_purge();
+  });
+  thread.join();
+}
+
+// count blocks of kSize, then a flush of the thread's cache (pm_purge) after the refills that
+// gave them: the bin's next flush is not yet a consumer's.
+std::vector<void*> allocated_then_flushed(std::size_t count) {
+  std::vector<void*> blocks(count);
+  for (void*& p : blocks) p = pm_malloc(kSize);
+  pm_purge();
+  return blocks;
+}
+
+TEST(ThreadCacheBatches, ABinRefilledWithoutAFlushTakesItsWholeLimitFromItsFourthRefillOn) {
+  on_fresh_thread([] {
+    const unsigned limit = ThreadCache::initial_limit(kClass);
+    std::vector<void*> blocks;
+    // Three refills of half the limit, each popped to the last region.
+    for (unsigned i = 0; i < ThreadCache::kProducerRefills * (limit / 2); ++i)
+      blocks.push_back(pm_malloc(kSize));
+    const ThreadCache* cache = ThreadCache::current();
+    ASSERT_NE(cache, nullptr);
+    EXPECT_EQ(cache->cached(kClass), 0u);
+    blocks.push_back(pm_malloc(kSize));  // the fourth refill
+    EXPECT_EQ(cache->cached(kClass), limit - 1)
+        << "a bin that only refilled took less than its limit";
+    for (void* p : blocks) pm_free(p);
+  });
+}
+
+TEST(ThreadCacheBatches, ABinFlushedWithoutARefillBetweenFlushesAllItHolds) {
+  on_fresh_thread([] {
+    const unsigned limit = ThreadCache::initial_limit(kClass);
+    std::vector<void*> blocks = allocated_then_flushed(4 * limit);
+    const ThreadCache* cache = ThreadCache::current();
+    ASSERT_NE(cache, nullptr);  // a flush after refills: the next flush is not yet a consumer's
+    unsigned freed = 0;
+    while (freed < limit + 1) pm_free(blocks[freed++]);
+    EXPECT_EQ(cache->cached(kClass), limit / 2 + 1)
+        << "the first flush after a refill did not keep the warm half";
+    while (freed < limit + 1 + (limit / 2 - 1)) pm_free(blocks[freed++]);
+    EXPECT_EQ(cache->cached(kClass), limit);
+    pm_free(blocks[freed++]);  // a second flush with no refill since the first
+    EXPECT_EQ(cache->cached(kClass), 1u) << "a bin that only took frees kept half of them";
+    while (freed < blocks.size()) pm_free(blocks[freed++]);
+  });
+}
+
+// A refill ends a consumer's run: the thread allocates from the bin again, so the bin grows
+// when it next overflows (thread_cache.h) instead of flushing whole.
+TEST(ThreadCacheBatches, ARefillEndsAConsumersRunOfWholeFlushes) {
+  on_fresh_thread([] {
+    const unsigned limit = ThreadCache::initial_limit(kClass);
+    std::vector<void*> blocks = allocated_then_flushed(4 * limit);
+    const ThreadCache* cache = ThreadCache::current();
+    ASSERT_NE(cache, nullptr);
+    for (void* p : blocks) pm_free(p);            // flushes whole from the second flush on
+    ASSERT_LE(cache->cached(kClass), limit / 2);  // flushes of half would keep more
+    ASSERT_EQ(cache->limit(kClass), limit);
+    for (void*& p : blocks) p = pm_malloc(kSize);  // refills
+    for (void* p : blocks) pm_free(p);
+    EXPECT_GT(cache->limit(kClass), limit) << "a bin refilled since its last flush did not grow";
+  });
+}
+
+// A bin that grew and then sees no push or pop while its cache ticks gives back what it holds
+// above its initial limit (thread_cache.h): a thread that moved on to other sizes keeps no
+// hundreds of regions of the old ones, nor their slabs.
+TEST(ThreadCacheBatches, AnIdleBinGivesBackWhatItHoldsAboveItsInitialLimit) {
+  on_fresh_thread([] {
+    constexpr std::size_t kOtherSize = 448;
+    constexpr unsigned kOtherClass = pagemalloc::size_class_of(kOtherSize);
+    static_assert(kOtherClass != kClass);
+    const unsigned limit = ThreadCache::initial_limit(kClass);
+    std::vector<void*> blocks(2 * limit);
+    for (void*& p : blocks) p = pm_malloc(kSize);  // refills: the bin grows when it overflows
+    for (void* p : blocks) pm_free(p);
+    const ThreadCache* cache = ThreadCache::current();
+    ASSERT_NE(cache, nullptr);
+    ASSERT_GT(cache->cached(kClass), limit) << "the bin did not grow";
+    // Two looks at every bin: the first sees it as it is, the second finds it unchanged.
+    const std::size_t passes = 2 * (pagemalloc::kNumClasses / ThreadCache::kIdleBinsPerTick + 1);
+    for (std::size_t i = 0; i < (passes + 1) * pagemalloc::kDecayTickBinPushes; ++i)
+      pm_free(pm_malloc(kOtherSize));
+    EXPECT_EQ(cache->cached(kClass), limit) << "an idle bin kept what it grew to hold";
+    EXPECT_GT(cache->cached(kOtherClass), 0u) << "the bin in use gave its regions back";
+  });
+}
+
+}  // namespace
