@@ -1,6 +1,6 @@
 // Free pages are not kept on one side while the other maps more (huge.h): before an arena
 // maps a chunk, it takes one from the free extents the huge blocks' manager beside it caches,
-// pages resident as they are (chunk_pal.h); after the manager maps more, the arena purges as
+// pages resident as they are (arena_chunks.h); after the manager maps more, the arena purges as
 // many bytes of its oldest free pages (a wholly free chunk goes back to the OS). Each
 // test runs in an explicit arena of its own (its own huge blocks' manager and chunks), with
 // the decay switched off, so that only these can unmap; the arena's `mapped` tells what the

@@ -168,7 +168,7 @@ class Driver {
     if (b < 192) return unsigned(c_.below(model_.automatic_arenas()));
     if (b < 250) return arenas.empty() ? kAnyAutomatic : arenas[c_.below(arenas.size())];
     const unsigned first = model_.automatic_arenas();
-    const unsigned index = first + unsigned(c_.below(kMaxArenas - first));
+    const unsigned index = first + unsigned(c_.below(kArenaIndices - first));
     names_none = std::find(arenas.begin(), arenas.end(), index) == arenas.end();
     return index;
   }

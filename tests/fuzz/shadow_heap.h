@@ -247,12 +247,12 @@ class ShadowHeap {
   static unsigned holder_of(const void* p) {
     if (is_chunk_aligned(p)) {
       const HugeManager* huge = HugeManager::owner_of(p);
-      return huge == nullptr ? kMaxArenas : huge->arena();
+      return huge == nullptr ? kArenaIndices : huge->arena();
     }
     const std::uintptr_t entry = address_map().get(chunk_base_of(p));
     if (AddressMap::tag_of(entry) == AddressMap::kBumpChunk)
       return AddressMap::owner_of<BumpSpace>(entry)->index();
-    if (AddressMap::tag_of(entry) != AddressMap::kArenaChunk) return kMaxArenas;
+    if (AddressMap::tag_of(entry) != AddressMap::kArenaChunk) return kArenaIndices;
     return AddressMap::owner_of<Arena>(entry)->index();
   }
 

@@ -10,7 +10,7 @@
 
 namespace {
 
-static_assert(pagemalloc::kMaxNarenas == pagemalloc::AutomaticArenas::kMaxArenas,
+static_assert(pagemalloc::kMaxNarenas == pagemalloc::AutomaticArenas::kMaxAutomaticArenas,
               "narenas' limit in config.h is the number of automatic arenas there can be");
 
 class ConfParsing : public ::testing::Test {

@@ -82,7 +82,7 @@ TEST_F(DecayTicker, SmallCallsOfOneClassReturnAFreedRunsPagesAfterTheDecay) {
 
 // A block kept live holds the arena's chunk: where a slab goes back to the run manager as
 // soon as it empties (the 2008 designs), the decay would otherwise release that chunk, and
-// the small calls would take the next one from the freed huge block's extent (chunk_pal.h),
+// the small calls would take the next one from the freed huge block's extent (arena_chunks.h),
 // whose granule is then the arena's, in use.
 TEST_F(DecayTicker, SmallCallsReturnAFreedHugeBlockAfterTheDecay) {
   constexpr std::size_t kBlock = std::size_t{8} << 20;  // a huge block: its own mapping

@@ -32,7 +32,7 @@
 
 #include <sched.h>
 
-#include "arena/chunk_pal.h"
+#include "arena/arena_chunks.h"
 #include "arena/large_run_cache.h"
 #include "arena/remote_frees.h"
 #include "arena/remote_ring.h"
@@ -134,11 +134,11 @@ struct Allocator<Config>::ArenaNeighbours {
 template <class Config>
 class Allocator<Config>::Arena {
  public:
-  using Runs = SelectedRuns<Config, ChunkPal>;
+  using Runs = SelectedRuns<Config, ArenaChunks>;
   static_assert(RunManager<Runs>);
 
   // huge: the huge blocks' manager that gives back its cache before a chunk is mapped
-  // (chunk_pal.h), or nullptr.
+  // (arena_chunks.h), or nullptr.
   constexpr explicit Arena(unsigned index, HugeManager* huge = nullptr,
                            ArenaNeighbours neighbours = {})
       : index_(index),
@@ -162,7 +162,7 @@ class Allocator<Config>::Arena {
   Arena& operator=(const Arena&) = delete;
 
   [[nodiscard]] unsigned index() const { return index_; }
-  // Under thp:auto, no chunk of this arena gets huge pages (chunk_pal.h). Requires: no chunk
+  // Under thp:auto, no chunk of this arena gets huge pages (arena_chunks.h). Requires: no chunk
   // mapped yet.
   void avoid_huge_pages() { pal_.avoid_huge_pages(); }
 
@@ -285,7 +285,7 @@ class Allocator<Config>::Arena {
   }
 
  private:
-  struct Bin {
+  struct SlabBin {
     Slab* current = nullptr;  // allocated from first; never on `partial`
     IntrusiveList<Slab, &Slab::prev, &Slab::next> partial;  // other slabs with free regions
   };
@@ -334,7 +334,7 @@ class Allocator<Config>::Arena {
   };
   HandedOut stash_handed_out();
 
-  [[gnu::hot]] Slab* next_slab(Bin& bin, unsigned size_class);
+  [[gnu::hot]] Slab* next_slab(SlabBin& bin, unsigned size_class);
   // Requires: lock_ held. alloc_batch's and alloc_large's work.
   [[gnu::hot]] unsigned alloc_batch_locked(unsigned size_class, void** out, unsigned n);
   [[gnu::hot]] void* alloc_large_locked(std::size_t bytes, std::size_t align, bool& zeroed);
@@ -441,9 +441,9 @@ class Allocator<Config>::Arena {
   // On a cache line of its own, with what its holder writes after it: the fields above are
   // read by other arenas' threads on every remote free, and must not bounce with the lock.
   alignas(64) Lock lock_;
-  ChunkPal pal_;
+  ArenaChunks pal_;
   Runs runs_;
-  Bin bins_[kNumClasses];
+  SlabBin bins_[kNumClasses];
   Stash stashes_[kStashSets][kNumClasses];
   MetaPool<Slab> slab_pool_;
   std::size_t allocated_ = 0;

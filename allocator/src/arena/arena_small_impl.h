@@ -41,7 +41,7 @@ template <class Config>
 unsigned Allocator<Config>::Arena::alloc_batch_locked(unsigned size_class, void** out, unsigned n) {
   unsigned taken = 0;
   if (remote_waiting(size_class)) taken = take_remote(size_class, out, n);
-  Bin& bin = bins_[size_class];
+  SlabBin& bin = bins_[size_class];
   // The stashes, this CPU's first (a design without them has them empty).
   const unsigned here = Config::kTransferStash ? stash_set_here() : 0;
   for (unsigned k = 0; Config::kTransferStash && k < kStashSets && taken < n; ++k) {
@@ -311,7 +311,7 @@ void Allocator<Config>::Arena::give_back(Slab* slab, void* p, const char* call) 
   slab->give_back(index);
   allocated_ -= sc.size;
   --blocks_;
-  Bin& bin = bins_[slab->size_class];
+  SlabBin& bin = bins_[slab->size_class];
   if (slab == bin.current) {
     // In a 2008 design (Config::kReleaseCurrentSlab) even the slab being allocated from
     // goes back to the run manager when it empties; today's keeps it for the next refill.
@@ -332,7 +332,7 @@ void Allocator<Config>::Arena::give_back(Slab* slab, void* p, const char* call) 
 
 // Requires: lock_ held; bin.current is null or full.
 template <class Config>
-Slab* Allocator<Config>::Arena::next_slab(Bin& bin, unsigned size_class) {
+Slab* Allocator<Config>::Arena::next_slab(SlabBin& bin, unsigned size_class) {
   if (Slab* s = bin.partial.front()) {
     bin.partial.remove(s);
     s->listed = false;

@@ -48,7 +48,7 @@ void Allocator<Config>::Arena::reset() {
     taken_chain(c).store(nullptr, std::memory_order_relaxed);
   deferred_large_.take_all([](void* p) { *static_cast<std::uintptr_t*>(p) = 0; });
   large_cache_.clear();  // the walk below frees its runs
-  for (Bin& bin : bins_) {
+  for (SlabBin& bin : bins_) {
     bin.current = nullptr;
     bin.partial = {};
   }
@@ -148,7 +148,7 @@ std::size_t Allocator<Config>::Arena::purge_all() {
   collect_all_remote();
   unstash_all();
   // An empty current slab too: with nothing live, nothing stays.
-  for (Bin& bin : bins_) {
+  for (SlabBin& bin : bins_) {
     if (bin.current != nullptr && bin.current->empty()) {
       Slab* slab = bin.current;
       bin.current = nullptr;

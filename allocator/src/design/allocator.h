@@ -49,7 +49,7 @@ struct Allocator {
     return place_with<SizeClasses>(size, align);
   }
 
-  class ChunkPal;          // chunk_pal.h
+  class ArenaChunks;       // arena_chunks.h
   struct HugeExtent;       // huge.h
   class HugeManager;       // huge.h
   struct ArenaNeighbours;  // arena.h

@@ -3,7 +3,7 @@
 // arena.<i>.destroy. This is the bump arena of [Pastel 2024] and the Go arena of [Hansson 2023]
 // (docs/references.md): many blocks, one release, and pages kept for the next round.
 //
-//   index     the automatic arenas take 0 .. first-1; explicit ones first .. kMaxArenas-1,
+//   index     the automatic arenas take 0 .. first-1; explicit ones first .. kArenaIndices-1,
 //             the lowest free index first (a destroyed arena's index is taken again)
 //   blocks    an explicit arena's own slabs, runs and huge extents: its blocks never enter a
 //             thread cache, so that reset() knows them all
@@ -67,7 +67,7 @@ class Allocator<Config>::ExplicitArenas {
   unsigned create(unsigned first, unsigned flags);
   // The live explicit arena of this index, or nullptr.
   ExplicitArena* find(unsigned index) const {
-    if (index < first_.load(std::memory_order_relaxed) || index >= kMaxArenas) return nullptr;
+    if (index < first_.load(std::memory_order_relaxed) || index >= kArenaIndices) return nullptr;
     ExplicitArena* a = slots_[index].load(std::memory_order_acquire);
     return a != nullptr && a->live.load(std::memory_order_acquire) ? a : nullptr;
   }
@@ -98,7 +98,7 @@ class Allocator<Config>::ExplicitArenas {
   Lock lock_;                       // creation and destruction, one at a time
   std::atomic<unsigned> first_{0};  // the first explicit index (set by create)
   unsigned end_ = 0;                // past the highest index ever used
-  std::atomic<ExplicitArena*> slots_[kMaxArenas] = {};
+  std::atomic<ExplicitArena*> slots_[kArenaIndices] = {};
 };
 
 // The build's.

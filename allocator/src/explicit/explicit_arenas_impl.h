@@ -22,12 +22,12 @@ unsigned Allocator<Config>::ExplicitArenas::create(unsigned first, unsigned flag
   LockGuard guard(lock_);
   first_.store(first, std::memory_order_relaxed);
   unsigned index = first;
-  while (index < kMaxArenas) {
+  while (index < kArenaIndices) {
     ExplicitArena* a = slots_[index].load(std::memory_order_relaxed);
     if (a == nullptr || !a->live.load(std::memory_order_relaxed)) break;
     ++index;
   }
-  if (index == kMaxArenas) {
+  if (index == kArenaIndices) {
     errno = EAGAIN;
     return 0;
   }

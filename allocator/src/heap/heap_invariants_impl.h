@@ -205,7 +205,7 @@ const char* Allocator<Config>::Arena::check_blocks() {
   // (a class's regions move between its stash and the caches meanwhile, never elsewhere).
   std::int64_t handed_out_blocks = 0, handed_out_bytes = 0;
   for (unsigned c = 0; c < kNumClasses; ++c) {
-    const Bin& bin = bins_[c];
+    const SlabBin& bin = bins_[c];
     if (const Slab* s = bin.current) {
       if (s->size_class != c || s->listed)
         return "a bin's current slab is of another class or listed";

@@ -109,7 +109,7 @@ class Allocator<Config>::HugeManager {
   // As Arena::advance_decay: unmaps what has been free for decay_ms.
   [[gnu::hot]] void advance_decay(bool wait);
   // Takes the first granule (kChunkSize bytes) of the oldest free extent off the manager, its
-  // pages as they are, for an arena beside it to use as a chunk (chunk_pal.h); nullptr if no
+  // pages as they are, for an arena beside it to use as a chunk (arena_chunks.h); nullptr if no
   // extent is free.
   [[gnu::hot]] void* take_chunk();
   HugeStats stats();

@@ -2,7 +2,7 @@
 // its pages may hold old bytes.
 //
 // Such pages are not always resident: a freed block may have touched few of its pages, the
-// decay may have purged some, and a chunk taken from the huge blocks' cache (chunk_pal.h) holds
+// decay may have purged some, and a chunk taken from the huge blocks' cache (arena_chunks.h) holds
 // whatever its old block touched. Writing zeros over a page that is not resident makes it
 // resident: 256 calloc(1, 256 KiB) touched at one byte each, in chunks taken from a freed
 // 64 MiB block touched at one byte per 64 pages, peaked at 59 MB; glibc, which maps such blocks

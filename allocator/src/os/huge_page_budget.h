@@ -15,7 +15,7 @@
 //   kGrantNs + (time since the first advised chunk) / share
 //
 // (share: the thp_budget option, config.h; 0 lifts the limit). Where huge pages fault in
-// quickly nothing is charged and every chunk the rules of chunk_pal.h pick gets one; where
+// quickly nothing is charged and every chunk the rules of arena_chunks.h pick gets one; where
 // they are slow, a short program gets a few and a long one one more every so often, and the
 // rest of its chunks get small pages.
 #pragma once

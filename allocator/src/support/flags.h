@@ -8,8 +8,8 @@ namespace pagemalloc {
 
 // No arena named: the calling thread's (through its cache).
 inline constexpr unsigned kNoArena = ~0u;
-// Arena indices the flags can name: 0 .. kMaxArenas-1 (12 bits, the value 0 meaning none).
-inline constexpr unsigned kMaxArenas = (1u << 12) - 1;
+// Arena indices the flags can name: 0 .. kArenaIndices-1 (12 bits, the value 0 meaning none).
+inline constexpr unsigned kArenaIndices = (1u << 12) - 1;
 
 struct AllocFlags {
   std::size_t align;
@@ -24,7 +24,7 @@ constexpr AllocFlags decode_flags(int flags) {
                     arena_field == 0 ? kNoArena : arena_field - 1};
 }
 static_assert(decode_flags(int((0u + 1) << 20)).arena == 0);
-static_assert(decode_flags(int((4094u + 1) << 20)).arena == kMaxArenas - 1);
+static_assert(decode_flags(int((4094u + 1) << 20)).arena == kArenaIndices - 1);
 static_assert(decode_flags(0x40 | 6).arena == kNoArena);
 
 }  // namespace pagemalloc

@@ -20,7 +20,7 @@
 //                  at least as many pages as its large runs, once an arena has 4 chunks, is
 //                  advised MADV_HUGEPAGE, since it will be used densely; the other chunks, and
 //                  every chunk of the automatic arenas after the first, MADV_NOHUGEPAGE;
-//                  chunk_pal.h), always (every chunk of an arena after its first
+//                  arena_chunks.h), always (every chunk of an arena after its first
 //                  MADV_HUGEPAGE) or default (no advice: the system's setting decides)
 //   thp_budget     N: under thp:auto, the time spent faulting in huge pages beyond what small
 //                  pages would cost stays within 1/N of the run time (default 64; 0: no
@@ -53,7 +53,7 @@ inline constexpr bool kChecksByDefault = false;
 enum class HugePages : long { Default = 0, Always = 1, Never = 2, Auto = 3 };
 inline constexpr long kLastHugePagesMode = 3;
 
-// The most automatic arenas narenas may ask for (AutomaticArenas::kMaxArenas).
+// The most automatic arenas narenas may ask for (AutomaticArenas::kMaxAutomaticArenas).
 inline constexpr long kMaxNarenas = 256;
 // The longest stats_file path, with its terminating zero (kept in Options: no allocation).
 inline constexpr std::size_t kStatsFileCapacity = 256;

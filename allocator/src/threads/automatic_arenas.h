@@ -7,7 +7,7 @@
 // thread (assign()): threads that follow one another reuse arenas. The count is fixed at the
 // heap's initialization:
 //
-//   narenas:N          N arenas (at most kMaxArenas)
+//   narenas:N          N arenas (at most kMaxAutomaticArenas)
 //   default            one per two CPUs the process may run on (one on 1 or 2 CPUs), at most
 //                      64 (jemalloc: four per CPU; tcmalloc: one central heap behind its
 //                      caches). A block that a thread of another arena frees takes the
@@ -31,7 +31,7 @@
 // make new pages resident for it, and an arena that does make new pages resident has the
 // others purge as many of the freed pages they keep beyond theirs.
 //
-// Under thp:auto only the first arena's chunks may get huge pages (chunk_pal.h): it holds a
+// Under thp:auto only the first arena's chunks may get huge pages (arena_chunks.h): it holds a
 // single-threaded program's whole heap, where they pay. Where threads spread over several
 // arenas, each arena's heap is a part of the program's, and blocks the threads hand to each
 // other keep pages of several arenas in use at once: huge pages there made the cross-thread
@@ -52,7 +52,7 @@ namespace pagemalloc {
 template <class Config>
 class Allocator<Config>::AutomaticArenas {
  public:
-  static constexpr unsigned kMaxArenas = 256;
+  static constexpr unsigned kMaxAutomaticArenas = 256;
   static constexpr unsigned kMaxDefaultArenas = 64;
 
   constexpr AutomaticArenas() = default;  // all zero: no arena until start()
@@ -68,12 +68,12 @@ class Allocator<Config>::AutomaticArenas {
   // One per two CPUs of the process's affinity mask (at least one), at most kMaxDefaultArenas;
   // or as many as the design says (Config::kArenas, when not 0).
   [[gnu::hot]] static unsigned default_count();
-  // Sets the number of arenas (clamped to 1 .. kMaxArenas). Requires: called once, after
+  // Sets the number of arenas (clamped to 1 .. kMaxAutomaticArenas). Requires: called once, after
   // start(), before any thread was given an arena.
   void configure(unsigned count) {
-    count_.store(count < 1            ? 1
-                 : count > kMaxArenas ? kMaxArenas
-                                      : count,
+    count_.store(count < 1                     ? 1
+                 : count > kMaxAutomaticArenas ? kMaxAutomaticArenas
+                                               : count,
                  std::memory_order_relaxed);
   }
   [[nodiscard]] unsigned count() const { return count_.load(std::memory_order_acquire); }
@@ -168,8 +168,8 @@ class Allocator<Config>::AutomaticArenas {
   HugeManager* huge_ = nullptr;
   Deferred<Arena> first_;
   std::atomic<unsigned> count_{0};
-  Lock lock_;                                    // mapping of arenas 1 .. count_-1
-  std::atomic<Arena*> others_[kMaxArenas] = {};  // [0] unused: arena 0 is first_
+  Lock lock_;                                             // mapping of arenas 1 .. count_-1
+  std::atomic<Arena*> others_[kMaxAutomaticArenas] = {};  // [0] unused: arena 0 is first_
 };
 
 // The build's.

@@ -231,16 +231,16 @@ class Allocator<Config>::ThreadCache {
   // entry's class byte (PageEntry::class_byte_times_16), the bias folded into the address's
   // constant (one lea) instead of subtracted from the class.
   void push_slab_region(PageEntry e, void* p) {
-    static_assert(sizeof(Bin) == 16);
-    constexpr std::size_t kBias = std::size_t{PageEntry::kClassBias} * sizeof(Bin);
-    push_to(reinterpret_cast<Bin*>(reinterpret_cast<std::byte*>(bins_) +
-                                   (e.class_byte_times_16() - kBias)),
+    static_assert(sizeof(CacheBin) == 16);
+    constexpr std::size_t kBias = std::size_t{PageEntry::kClassBias} * sizeof(CacheBin);
+    push_to(reinterpret_cast<CacheBin*>(reinterpret_cast<std::byte*>(bins_) +
+                                        (e.class_byte_times_16() - kBias)),
             p);
   }
 
   // Requires: as push; p belongs to another automatic arena than this cache's.
   void push_foreign(unsigned size_class, void* p) {
-    const Bin& bin = bins_[size_class];
+    const CacheBin& bin = bins_[size_class];
     BinUse& use = uses_[size_class];
     const std::uint32_t count = bin.count();
     // Fewer regions than after the last foreign push, with no flush or growth since: the
@@ -305,7 +305,7 @@ class Allocator<Config>::ThreadCache {
   // changes with one addition: count + 1, room - 1, pushes + 1. A full bin is a zero room
   // field; every kDecayTickBinPushes-th push carries out of the word, and that carry is the
   // decay's tick (decay.h): no counter of the thread's own to load and store on each free.
-  struct Bin {
+  struct CacheBin {
     static constexpr std::uint64_t kCountMask = 0xffff;      // bits 0-15
     static constexpr std::uint64_t kRoomMask = 0xffff'0000;  // bits 16-31
     static constexpr unsigned kRoomShift = 16;
@@ -335,30 +335,30 @@ class Allocator<Config>::ThreadCache {
     void set_count(std::uint32_t count) { set(count, limit()); }
     void set_limit(std::uint32_t limit) { set(count(), limit); }
   };
-  static_assert(sizeof(Bin) == 16);
-  static_assert(cache_capacity(0) <= Bin::kCountMask, "a limit fits its field");
-  static_assert(std::has_single_bit(kDecayTickBinPushes) && Bin::kPushesShift >= 32,
+  static_assert(sizeof(CacheBin) == 16);
+  static_assert(cache_capacity(0) <= CacheBin::kCountMask, "a limit fits its field");
+  static_assert(std::has_single_bit(kDecayTickBinPushes) && CacheBin::kPushesShift >= 32,
                 "the pushes' field is a power of two wide and above the room's");
   // push on the bin `bin`.
-  void push_to(Bin* const bin, void* p) {
+  void push_to(CacheBin* const bin, void* p) {
     const std::uint64_t fill = bin->fill.load(std::memory_order_relaxed);
-    if ((fill & Bin::kRoomMask) == 0) [[unlikely]]
+    if ((fill & CacheBin::kRoomMask) == 0) [[unlikely]]
       return push_overflowing(bin, p);
-    bin->slots[fill & Bin::kCountMask] = p;
+    bin->slots[fill & CacheBin::kCountMask] = p;
     std::uint64_t next;
-    const bool tick = __builtin_add_overflow(fill, Bin::kPush, &next);
+    const bool tick = __builtin_add_overflow(fill, CacheBin::kPush, &next);
     bin->fill.store(next, std::memory_order_relaxed);
     if (tick) [[unlikely]]
       on_decay_tick();
   }
   // pop_cached on the bins `bins`.
-  static void* pop_from(Bin* bins, unsigned size_class) {
-    Bin* const bin = bins + std::size_t{size_class};  // (one address, not one per field)
+  static void* pop_from(CacheBin* bins, unsigned size_class) {
+    CacheBin* const bin = bins + std::size_t{size_class};  // (one address, not one per field)
     const std::uint64_t fill = bin->fill.load(std::memory_order_relaxed);
-    if ((fill & Bin::kCountMask) == 0) [[unlikely]]
+    if ((fill & CacheBin::kCountMask) == 0) [[unlikely]]
       return nullptr;
-    void* p = bin->slots[(fill & Bin::kCountMask) - 1];
-    bin->fill.store(fill + Bin::kPop, std::memory_order_relaxed);
+    void* p = bin->slots[(fill & CacheBin::kCountMask) - 1];
+    bin->fill.store(fill + CacheBin::kPop, std::memory_order_relaxed);
     *static_cast<std::uintptr_t*>(p) = 0;
     return p;
   }
@@ -380,7 +380,7 @@ class Allocator<Config>::ThreadCache {
   [[gnu::hot]] void* refill(unsigned size_class);
   // A push that found the bin full: raises its limit if the budget allows, else flushes
   // half of it; then pushes. Takes the bin, not its class: the fast path keeps no copy of it.
-  [[gnu::hot]] void push_overflowing(Bin* bin, void* p) noexcept;
+  [[gnu::hot]] void push_overflowing(CacheBin* bin, void* p) noexcept;
   // Returns the n oldest regions to their arenas; returns the new count.
   [[gnu::hot]] std::uint32_t flush(unsigned size_class, unsigned n);
   // A decay tick of this cache (push_to): looks at the next kIdleBinsPerTick bins and flushes
@@ -412,14 +412,14 @@ class Allocator<Config>::ThreadCache {
   }
   static void forget_chunks() { t_.owned_chunks = kNoChunks; }
   // The bins of a thread that has no cache: empty, never written.
-  static inline constinit Bin kNoBins[kNumClasses]{};
+  static inline constinit CacheBin kNoBins[kNumClasses]{};
   // What the fast paths read of the calling thread besides its cache's bins, in thread-local
   // storage: one line with its cache pointer, the line a malloc reads, and the table of
   // remembered chunks in the four after it, so that a free touches no line of the cache
   // record but its bin's (and the stack's slot).
   struct alignas(64) ThreadState {
     ThreadCache* cache = nullptr;
-    Bin* bins = kNoBins;            // cache->bins_ while the thread has a cache
+    CacheBin* bins = kNoBins;       // cache->bins_ while the thread has a cache
     std::uint64_t owned_under = 0;  // the count of ownership changes owned_chunks hold under
     CacheState state = CacheState::None;
     // owns_chunk()'s memory: the chunks found the arena's, each in its slot (remembered_slot),
@@ -430,7 +430,7 @@ class Allocator<Config>::ThreadCache {
 
   // First in the record, so that a class's bin lies at the cache's address plus 16 times
   // its class: one scaled index addresses its count, limit and slots.
-  Bin bins_[kNumClasses];
+  CacheBin bins_[kNumClasses];
   Arena* arena_ = nullptr;
   ThreadCache* prev_ = nullptr;  // the list of live caches
   ThreadCache* next_ = nullptr;

@@ -144,7 +144,7 @@ void Allocator<Config>::ThreadCache::reset_after_fork_in_child() {
 
 template <class Config>
 bool Allocator<Config>::ThreadCache::holds(unsigned size_class, const void* p) const {
-  const Bin& bin = bins_[size_class];
+  const CacheBin& bin = bins_[size_class];
   const std::uint32_t count = bin.count();
   for (std::uint32_t i = 0; i < count; ++i)
     if (bin.slots[i] == p) return true;
@@ -153,7 +153,7 @@ bool Allocator<Config>::ThreadCache::holds(unsigned size_class, const void* p) c
 
 template <class Config>
 void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
-  Bin& bin = bins_[size_class];
+  CacheBin& bin = bins_[size_class];
   BinUse& use = uses_[size_class];
   // Half the limit, so that frees that follow find room; the whole limit for a bin its thread
   // only allocates from (a producer's), which takes as many regions per lock as a consumer
@@ -184,9 +184,9 @@ void Allocator<Config>::ThreadCache::on_decay_tick() noexcept {
 }
 
 template <class Config>
-void Allocator<Config>::ThreadCache::push_overflowing(Bin* full, void* p) noexcept {
+void Allocator<Config>::ThreadCache::push_overflowing(CacheBin* full, void* p) noexcept {
   const auto size_class = unsigned(full - bins_);
-  Bin& bin = *full;
+  CacheBin& bin = *full;
   BinUse& use = uses_[size_class];
   const std::size_t size = kSizeClasses[size_class].size;
   const unsigned room = capacity(size_class) - bin.limit();
@@ -227,7 +227,7 @@ void Allocator<Config>::ThreadCache::push_overflowing(Bin* full, void* p) noexce
 
 template <class Config>
 std::uint32_t Allocator<Config>::ThreadCache::flush(unsigned size_class, unsigned n) {
-  Bin& bin = bins_[size_class];
+  CacheBin& bin = bins_[size_class];
   BinUse& use = uses_[size_class];
   const std::uint32_t count = bin.count();
   // The oldest entries (bottom of the stack) go back; the warm ones stay.

@@ -39,9 +39,9 @@ namespace pagemalloc {
 enum class ChunkUse : unsigned char { Dense, MaybeSparse };
 
 template <class Config>
-class Allocator<Config>::ChunkPal {
+class Allocator<Config>::ArenaChunks {
  public:
-  constexpr ChunkPal(const void* arena, HugeManager* huge) : arena_(arena), huge_(huge) {}
+  constexpr ArenaChunks(const void* arena, HugeManager* huge) : arena_(arena), huge_(huge) {}
 
   // Requires: bytes == align == kChunkSize (the run managers reserve whole chunks only).
   void* reserve(std::size_t bytes, std::size_t align) {
@@ -152,7 +152,7 @@ class Allocator<Config>::ChunkPal {
 };
 
 // The build's.
-using ChunkPal = Allocator<BuildConfig>::ChunkPal;
-static_assert(ReusesChunks<ChunkPal>);
+using ArenaChunks = Allocator<BuildConfig>::ArenaChunks;
+static_assert(ReusesChunks<ArenaChunks>);
 
 }  // namespace pagemalloc
