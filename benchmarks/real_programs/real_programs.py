@@ -33,8 +33,9 @@ built here with cc) that forwards every entry point, jemalloc's extensions inclu
 
 How it measures:
   - round r runs every program under every allocator, in an order shuffled from the seed and
-    r; --rounds rounds (default 5; --quick: 1 round of smaller inputs, within about 2 minutes
-    with the binding pass, a smoke test rather than a measurement);
+    r; --rounds rounds (default 5; --quick: 1 round of smaller inputs, the JavaScript suite at
+    1 of its 4 rounds, within about 2 minutes with the binding pass, a smoke test rather than
+    a measurement);
   - every process starts through a small launcher (benchmarks/measure_run.c, built here with cc)
     that forks, execs and waits with wait4: wall time from fork to exit (redis: the
     redis-benchmark run), peak RSS as ru_maxrss (which covers the children a process waited
@@ -112,13 +113,14 @@ ALLOCATION_SYMBOLS = [
 ]
 
 # Input sizes: records per program (gxx: generated template units; redis: records loaded and
-# redis-benchmark's -n).
+# redis-benchmark's -n; js_rounds: the JavaScript suite's ROUNDS, the script's own 4 when not
+# given).
 FULL_SIZES = {"python": 40_000, "perl": 50_000, "lua": 40_000, "ruby": 30_000,
               "sqlite": 100_000, "gxx": 4, "jq": 20_000, "redis": 30_000,
               "redis_benchmark_requests": 100_000}
 QUICK_SIZES = {"python": 5_000, "perl": 8_000, "lua": 6_000, "ruby": 4_000,
                "sqlite": 15_000, "gxx": 1, "jq": 3_000, "redis": 5_000,
-               "redis_benchmark_requests": 10_000}
+               "redis_benchmark_requests": 10_000, "js_rounds": 1}
 REDIS_BENCHMARK_TESTS = "set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,zpopmin"
 
 
@@ -646,10 +648,26 @@ class RedisProgram(Program):
 class JavaScriptProgram(Program):
     """A JavaScript engine that allocates through malloc, on a SunSpider-like script
     (workloads/js_suite.js): the kind of workload the 2008 tree-overhead claim was measured on.
-    The script generates its own data; it takes no input file."""
+    The script generates its own data; it takes no input file. With sizes["js_rounds"] (the
+    quick sizes), a copy of it with that ROUNDS runs instead, from the work directory."""
+
+    script = os.path.join(WORKLOADS, "js_suite.js")
+
+    def prepare(self, work):
+        rounds = self.sizes.get("js_rounds")
+        if rounds is None:
+            return
+        with open(self.script, encoding="utf-8") as source:
+            text, count = re.subn(r"^var ROUNDS = \d+;", f"var ROUNDS = {rounds};", source.read(),
+                                  count=1, flags=re.MULTILINE)
+        if count != 1:
+            raise SetupError("workloads/js_suite.js: no 'var ROUNDS = N;' line to scale")
+        self.script = os.path.join(work, f"js_suite.rounds{rounds}.js")
+        with open(self.script, "w", encoding="utf-8") as out:
+            out.write(text)
 
     def command(self, run_directory):
-        return [self.executable, os.path.join(WORKLOADS, "js_suite.js")]
+        return [self.executable, self.script]
 
 
 class DuktapeProgram(JavaScriptProgram):

@@ -5,7 +5,8 @@
   mimalloc    Debian's libmimalloc2.0, by LD_PRELOAD
   tcmalloc    Debian's libtcmalloc-minimal4 (gperftools), by LD_PRELOAD
   pagemalloc  one build per run-manager variant (pagemap, hybrid, rbtree): the benchmarks
-              link its static pm_* library; real programs preload its drop-in
+              link its static pm_* library; real programs preload its drop-in (a quick run
+              builds and measures the pagemap variant only: measured_variants)
 
 jemalloc cannot be dlopen'ed (static TLS), so every comparison runs one process per
 allocator, in interleaved rounds (docs/design.md).
@@ -25,6 +26,13 @@ PEERS = ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
 VARIANTS = ["pagemap", "hybrid", "rbtree"]
 # The CMake preset (and build/ folder) of each variant's build.
 VARIANT_PRESET = {"pagemap": "release", "hybrid": "hybrid", "rbtree": "rbtree"}
+
+
+def measured_variants(quick):
+    """The variants whose builds a run measures: all of them, or the release tree's (pagemap)
+    in a quick run, which leaves the hybrid and rbtree trees unbuilt (their run managers are
+    still compared in one process by the tree-overhead part's micro and replay studies)."""
+    return VARIANTS[:1] if quick else VARIANTS
 
 
 def peer_library(name):

@@ -4,7 +4,13 @@ Terms:
   root        the repository (two levels above this file)
   results     results/ under the root: every raw measurement of the last run, as JSON
   papers      papers/ under the root: one folder per reproduced study (the reports)
+  quick       a --quick run writes both under results/quick/ instead (raw results there,
+              reports in results/quick/papers/<study>/), so that its one short round never
+              replaces the full run's reports in papers/
   sample      one measurement from one process (one round); a median is taken over rounds
+  part        one of the study's parts (run.py's PARTS, and the builds before them); the
+              progress lines say which part of how many is running, which round of it, and
+              an estimate of the time left
 """
 
 import datetime
@@ -13,6 +19,7 @@ import math
 import os
 import platform
 import random
+import re
 import shlex
 import statistics
 import subprocess
@@ -23,15 +30,129 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
 PAPERS = ROOT / "papers"
+QUICK = RESULTS / "quick"
 PYTHON = "/usr/bin/python3"
 
 _started = time.monotonic()
+_outputs = {"results": RESULTS, "papers": PAPERS, "quick": False}
+
+
+def use_quick_outputs():
+    """From now on, raw results go to results/quick/ and reports to results/quick/papers/."""
+    _outputs.update(results=QUICK, papers=QUICK / "papers", quick=True)
+
+
+def quick_outputs():
+    return _outputs["quick"]
+
+
+def results_directory():
+    """results/, or results/quick/ in a quick run."""
+    return _outputs["results"]
+
+
+def papers_directory():
+    """papers/, or results/quick/papers/ in a quick run."""
+    return _outputs["papers"]
+
+
+def shown(path):
+    """A path as the reports and the summary name it: relative to the root."""
+    path = Path(path)
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def write_report(path, text):
+    """Writes a report; a quick run's says under its title that it is one (and where the full
+    run's is)."""
+    path = Path(path)
+    if quick_outputs():
+        title, _, rest = text.partition("\n")
+        full = PAPERS / path.relative_to(papers_directory())
+        text = (f"{title}\n\n> Quick run (`bash tools/study.sh --quick`): one short round at"
+                f" smaller sizes, a check of the whole pipeline rather than a measurement. The"
+                f" full run's report is {shown(full)}.\n{rest}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def clock(seconds):
+    """Seconds as m:ss."""
+    seconds = int(seconds)
+    return f"{seconds // 60}:{seconds % 60:02d}"
 
 
 def log(message):
     """Prints one progress line, prefixed with the minutes and seconds since the start."""
     elapsed = int(time.monotonic() - _started)
     print(f"[{elapsed // 60:2d}:{elapsed % 60:02d}] {message}", flush=True)
+
+
+class Progress:
+    """Where the study is, for the progress lines: the parts planned, each with a nominal
+    duration (its weight), the one running, and within it the steps begun of those planned
+    (rounds, builds, programs: equal shares of the part unless given weights). The estimate of
+    the time left is the time elapsed so far times the work left over the work done, in
+    nominal minutes: known once a step or a part is done, it follows the machine's own
+    speed."""
+
+    def __init__(self):
+        self.parts = []      # [(name, nominal minutes)], in the order they run
+        self.index = -1      # the running part; the ones before it are done
+        self.steps = []      # the running part's steps' weights
+        self.begun = 0
+        self.started = self.part_started = time.monotonic()
+        self.times = {}      # {name: seconds it took}
+
+    def plan(self, parts):
+        self.parts = list(parts)
+        self.started = time.monotonic()
+
+    def start(self, name):
+        """Starts a part; logs "part k of n: NAME"."""
+        self.index = [n for n, _ in self.parts].index(name)
+        self.steps, self.begun = [], 0
+        self.part_started = time.monotonic()
+        log(f"part {self.index + 1} of {len(self.parts)}: {name}{self.estimate()}")
+
+    def finish(self):
+        """Ends the running part; logs the time it took."""
+        name = self.parts[self.index][0]
+        self.times[name] = time.monotonic() - self.part_started
+        self.index += 1
+        self.steps, self.begun = [], 0
+        log(f"part {self.index} of {len(self.parts)}: {name} done in "
+            f"{clock(self.times[name])}{self.estimate()}")
+
+    def plan_steps(self, steps):
+        """The running part's steps (rounds, builds, programs): how many, or a list of their
+        weights."""
+        self.steps = [1] * steps if isinstance(steps, int) else list(steps)
+        self.begun = 0
+
+    def step(self, message):
+        """Logs a step as it begins (the ones before it are done), with the estimate."""
+        self.begun += 1
+        log(message + self.estimate())
+
+    def estimate(self):
+        """"; estimate: N min left", or "" before anything is done."""
+        if not self.parts or self.index < 0:
+            return ""
+        total = sum(weight for _, weight in self.parts)
+        work = sum(weight for _, weight in self.parts[:self.index])
+        if self.index < len(self.parts) and sum(self.steps) > 0:
+            done = sum(self.steps[:max(self.begun - 1, 0)])
+            work += self.parts[self.index][1] * done / sum(self.steps)
+        elapsed = time.monotonic() - self.started
+        if work <= 0 or work >= total:
+            return ""
+        left = elapsed * (total - work) / work
+        return ("; estimate: under a minute left" if left < 60
+                else f"; estimate: {round(left / 60)} min left")
+
+
+progress = Progress()
 
 
 def run(command, env=None, check=True, quiet=False, cwd=ROOT, timeout=None):
@@ -50,6 +171,61 @@ def run(command, env=None, check=True, quiet=False, cwd=ROOT, timeout=None):
             sys.stdout.write(result.stdout[-4000:])
         raise RuntimeError(f"failed ({result.returncode}): {shown}")
     return result
+
+
+def run_streamed(command, on_line, env=None, cwd=ROOT):
+    """Runs a command (a list), handing each line of its output (stdout and stderr together) to
+    on_line as it comes; returns (exit status, the output's last 4000 characters)."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    tail = []
+    with subprocess.Popen([str(c) for c in command], env=full_env, cwd=cwd,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, errors="replace") as process:
+        for line in process.stdout:
+            tail.append(line)
+            if len(tail) > 200:
+                del tail[:100]
+            on_line(line)
+    return process.returncode, "".join(tail)[-4000:]
+
+
+BUILT_TARGET = re.compile(r"Built target (\S+)")
+COMPILING = re.compile(r"Building (C|CXX) object ")
+HEARTBEAT_S = 60
+
+
+def build_tree(label, configure, build, begin=log):
+    """Runs a configure command and a build command (lists; the build's targets after
+    "--target"), quietly: logs the build's start (through begin: log, or progress.step), a line
+    a minute with how far it got (the files compiled, the targets built) and its end with the
+    time it took; shows the output and raises RuntimeError if either command fails."""
+    began = time.monotonic()
+    begin(f"build {label}: started")
+    run(configure, quiet=True)
+    build = [str(c) for c in build]
+    targets = set(build[build.index("--target") + 1:]) if "--target" in build else set()
+    last = {"logged": began, "built": set(), "compiled": 0}
+
+    def heartbeat(line):
+        found = BUILT_TARGET.search(line)
+        if found and found.group(1) in targets:
+            last["built"].add(found.group(1))
+        if COMPILING.search(line):
+            last["compiled"] += 1
+        now = time.monotonic()
+        if now - last["logged"] >= HEARTBEAT_S:
+            last["logged"] = now
+            log(f"build {label}: {last['compiled']} files compiled, {len(last['built'])} of "
+                f"{len(targets)} targets built, {clock(now - began)} so far")
+
+    status, tail = run_streamed(build, heartbeat)
+    if status != 0:
+        sys.stdout.write(tail)
+        raise RuntimeError(f"build {label} failed ({status}): "
+                           + " ".join(shlex.quote(str(c)) for c in build))
+    log(f"build {label}: done in {clock(time.monotonic() - began)}")
 
 
 def output_of(command):
@@ -124,14 +300,15 @@ def read_json(path):
 
 def shuffled_rounds(entries, rounds, seed, part, describe=None):
     """Yields (round number, the entries in an order shuffled from the seed and the round), so
-    that a run can be repeated; logs each round as it starts (describe: one entry's name, to
-    list the order; else the count)."""
+    that a run can be repeated; logs each round as it starts, as a step of the part's progress
+    (describe: one entry's name, to list the order; else the count)."""
     for round_number in range(rounds):
         order = list(entries)
         random.Random(seed * 1000 + round_number).shuffle(order)
         listed = (", ".join(describe(e) for e in order) if describe
                   else f"({len(order)} processes)")
-        log(f"{part}: round {round_number + 1}/{rounds}{':' if describe else ''} {listed}")
+        progress.step(f"{part}: round {round_number + 1} of {rounds}"
+                      f"{':' if describe else ''} {listed}")
         yield round_number, order
 
 

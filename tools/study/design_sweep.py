@@ -31,22 +31,31 @@ Last, benchmarks/whole_designs_bench runs today's design and 2008's with each ru
 three heaps in one process (the release tree's binary), on two small workloads of its own, with
 its repetitions interleaved at random: the same comparison without the noise between processes.
 
-The libraries are built under build/sweep/<name> (the library target only, Release). Writes
-papers/tree-overhead/results-2008.md (tables), sweep.png and prediction.png (figures) and
-summary-2008.json; raw results in results/tree_overhead_2008/.
+The libraries are built under build/sweep/<name> (the library target only, Release): 47 of
+them, about a minute each on 2 cores. Writes papers/tree-overhead/results-2008.md
+(tables), sweep.png and prediction.png (figures) and summary-2008.json; raw results in
+results/tree_overhead_2008/.
+
+--quick (QUICK_STEPS): the three presets and the sweep's last step (today's design), one
+library each (five), built with the counters and the trace recorder both compiled in, so that
+the same library gives the calls, the traces and the times (the recorder idle while timed); as
+unity builds (CMake's CMAKE_UNITY_BUILD: half the compile time) under build/sweep/quick/<name>.
+One pass of every program under the five, with the counters' statistics written at exit; one
+of je2008-trees with the recorder on; one repetition of whole_designs_bench. About 4 minutes on
+2 cores, its builds included.
 """
 
 import json
 import os
+import re
 import shutil
 
 from allocators import benchmark_binary
-from common import (PAPERS, PYTHON, RESULTS, ROOT, f_or_dash, fmt_ratio, geomean, log,
-                    machine_line, markdown_table, ratio, read_json, run, write_json)
+from common import (PYTHON, ROOT, build_tree, f_or_dash, fmt_ratio, geomean, log, machine_line,
+                    markdown_table, papers_directory, progress, ratio, read_json,
+                    results_directory, run, run_streamed, shown, write_json, write_report)
 from tree_overhead import replay_table
 
-PAPER = PAPERS / "tree-overhead"
-RAW = RESULTS / "tree_overhead_2008"
 SWEEP_BUILDS = ROOT / "build" / "sweep"
 DESIGN_OPTIONS = ["PAGEMALLOC_RUNS", "PAGEMALLOC_THREAD_CACHES", "PAGEMALLOC_TRANSFER_STASH",
                   "PAGEMALLOC_ARENAS", "PAGEMALLOC_MAX_SMALL_SIZE",
@@ -54,7 +63,7 @@ DESIGN_OPTIONS = ["PAGEMALLOC_RUNS", "PAGEMALLOC_THREAD_CACHES", "PAGEMALLOC_TRA
                   "PAGEMALLOC_VALIDATE_FREE", "PAGEMALLOC_CHUNK_SIZE", "PAGEMALLOC_LARGE_RUN_CACHE",
                   "PAGEMALLOC_DIRTY_RUNS_FIRST"]
 # One design choice per step, from 2008's towards today's; each step keeps the ones before it.
-# After the last, the design is today's default (allocator/src/presets.h).
+# After the last, the design is today's default (allocator/src/design/presets.h).
 STEPS = [
     ("2008 design", {}),
     ("frees not validated", {"PAGEMALLOC_VALIDATE_FREE": "OFF"}),
@@ -78,6 +87,23 @@ PRESET_OF = {"trees": "je2008-trees", "fixed": "je2008-fixed", "pagemap": "je200
 # The trace_replay variant whose cost is the trees' at a step (the allocated-runs tree goes at
 # step 2).
 REPLAY_TREES = ["rbtree_allocated"] * 2 + ["rbtree"] * (len(STEPS) - 2)
+# The steps a quick run builds and measures: the three presets, and today's design.
+QUICK_STEPS = [0, len(STEPS) - 1]
+QUICK_BUILDS = SWEEP_BUILDS / "quick"
+# real_programs.py's line for each run: "  round 2/5 python  s0-trees ...".
+ROUND_LINE = re.compile(r"^\s+round (\d+)/(\d+) ")
+
+
+def paper_directory():
+    return papers_directory() / "tree-overhead"
+
+
+def raw_directory():
+    return results_directory() / "tree_overhead_2008"
+
+
+def step_designs(step):
+    return ["trees", "fixed", "pagemap"] if step == 0 else ["trees", "pagemap"]
 
 
 def step_options(step):
@@ -93,44 +119,82 @@ def library_name(step, design, kind=""):
 
 # ---- building --------------------------------------------------------------------------------
 
-def build_library(name, preset, options, counters=False, trace=False):
-    """Configures build/sweep/<name> with every design option given (empty: the preset's) and
-    builds the drop-in; returns its path."""
-    directory = SWEEP_BUILDS / name
+def build_library(name, preset, options, counters=False, trace=False, count="",
+                  quick=False):
+    """Configures build/sweep/<name> (quick: build/sweep/quick/<name>, a unity build, or a
+    plain one if that fails) with every design option given (empty: the preset's) and builds
+    the drop-in; returns its path. count: "k of n", for the progress line."""
+    directory = (QUICK_BUILDS if quick else SWEEP_BUILDS) / name
     settings = {option: options.get(option, "") for option in DESIGN_OPTIONS}
     settings.update({"CMAKE_BUILD_TYPE": "Release", "PAGEMALLOC_SANITIZE": "",
                      "PAGEMALLOC_BUILD_TESTS": "OFF", "PAGEMALLOC_BUILD_BENCHMARKS": "OFF",
                      "PAGEMALLOC_PRESET": preset, "PAGEMALLOC_COUNTERS": "ON" if counters else "OFF",
                      "PAGEMALLOC_TRACE_RUNS": "ON" if trace else "OFF"})
-    run(["cmake", "-S", ROOT, "-B", directory, *[f"-D{k}={v}" for k, v in settings.items()]],
-        quiet=True)
-    run(["cmake", "--build", directory, "-j", os.environ.get("JOBS", "2"), "--target",
-         "pagemalloc"], quiet=True)
+
+    def build(extra):
+        build_tree(f"{shown(directory)}{f' ({count})' if count else ''}",
+                   ["cmake", "-S", ROOT, "-B", directory,
+                    *[f"-D{k}={v}" for k, v in {**settings, **extra}.items()]],
+                   ["cmake", "--build", directory, "-j", os.environ.get("JOBS", "2"), "--target",
+                    "pagemalloc"], begin=progress.step)
+
+    if not quick:
+        build({})
+    else:
+        try:
+            build({"CMAKE_UNITY_BUILD": "ON"})
+        except RuntimeError:
+            log(f"{shown(directory)}: the unity build failed; building it file by file")
+            build({"CMAKE_UNITY_BUILD": "OFF"})
     return directory / "allocator" / "libpagemalloc.so"
 
 
-def build_libraries():
-    """{name: path} of every library the part runs: each step's trees and page-map builds,
-    plain and counting, je2008-fixed at the first step, and the tracing je2008-trees."""
+def planned_builds(quick):
+    """[(name, design, step, kind)] of the libraries the part builds: each step's trees and
+    page-map builds, plain and counting, je2008-fixed at the first step, and the tracing
+    je2008-trees; quick: one library per design at QUICK_STEPS, counting and tracing."""
+    if quick:
+        return [(library_name(step, design), design, step, "quick")
+                for step in QUICK_STEPS for design in step_designs(step)]
+    builds = [(library_name(step, design, kind), design, step, kind)
+              for step in range(len(STEPS)) for design in step_designs(step)
+              for kind in ["", "counted"]]
+    return builds + [(library_name(0, "trees", "trace"), "trees", 0, "trace")]
+
+
+_built = {}
+
+
+def build_libraries(quick=False):
+    """{name: path} of every library the part runs (planned_builds; "trace": the tracing
+    je2008-trees). Built once per run: a quick run builds them among the study's first builds
+    (run.py), and the tree-overhead part records its traces with today's design from them."""
+    if quick in _built:
+        return _built[quick]
     libraries = {}
-    for step in range(len(STEPS)):
-        designs = ["trees", "fixed", "pagemap"] if step == 0 else ["trees", "pagemap"]
-        for design in designs:
-            for kind in ["", "counted"]:
-                name = library_name(step, design, kind)
-                log(f"tree-overhead-2008: build {name}")
-                libraries[name] = build_library(name, PRESET_OF[design], step_options(step),
-                                                counters=kind == "counted")
-    log("tree-overhead-2008: build the tracing je2008-trees")
-    libraries["trace"] = build_library(library_name(0, "trees", "trace"), PRESET_OF["trees"], {},
-                                       trace=True)
+    builds = planned_builds(quick)
+    for number, (name, design, step, kind) in enumerate(builds, 1):
+        path = build_library(name, PRESET_OF[design], step_options(step),
+                             counters=kind in ("counted", "quick"), trace=kind in ("trace", "quick"),
+                             count=f"{number} of {len(builds)}", quick=quick)
+        libraries["trace" if kind == "trace" else name] = path
+    if quick:
+        libraries["trace"] = libraries[library_name(0, "trees")]
+    _built[quick] = libraries
     return libraries
+
+
+def todays_tracing_library():
+    """A quick run's library of today's design (the last step's page map) with the trace
+    recorder compiled in: the tree-overhead part's tracing drop-in in a quick run."""
+    return build_libraries(quick=True)[library_name(len(STEPS) - 1, "pagemap")]
 
 
 # ---- measuring -------------------------------------------------------------------------------
 
-def real_programs(libraries, programs, rounds, seed, quick, out, extra=()):
-    """real_programs.py over the given pagemalloc builds only; returns its JSON."""
+def real_programs(libraries, programs, rounds, seed, quick, out, extra=(), what=""):
+    """real_programs.py over the given pagemalloc builds only; returns its JSON. Logs each
+    round as it starts, as a step of the part (what: the pass, for the line)."""
     command = [PYTHON, "benchmarks/real_programs/real_programs.py", "--out", out, "--seed",
                str(seed), "--rounds", str(rounds), "--programs", ",".join(programs),
                "--allocators", ",".join(libraries), "--skip-binding-check", *extra]
@@ -138,29 +202,48 @@ def real_programs(libraries, programs, rounds, seed, quick, out, extra=()):
         command += ["--pagemalloc", f"{name}={path}"]
     if quick:
         command.append("--quick")
-    result = run(command, check=False, quiet=True)
-    if result.returncode != 0:
-        log(f"tree-overhead-2008: real_programs.py exit status {result.returncode}:\n"
-            + (result.stdout or "")[-3000:])
+    progress.step(f"tree-overhead-2008: {what}" + (f", round 1 of {rounds}" if rounds > 1 else ""))
+    rounds_seen = {"1"}
+
+    def on_line(line):
+        found = ROUND_LINE.match(line)
+        if found and found.group(1) not in rounds_seen:
+            rounds_seen.add(found.group(1))
+            progress.step(f"tree-overhead-2008: {what}, round {found.group(1)} of {rounds}")
+
+    status, output = run_streamed(command, on_line)
+    if status != 0:
+        log(f"tree-overhead-2008: real_programs.py exit status {status}:\n" + output[-3000:])
     return read_json(out) if out.exists() else {}
+
+
+def stats_setting(stats):
+    """The PAGEMALLOC_CONF that has each process write its counters to stats/ at exit."""
+    shutil.rmtree(stats, ignore_errors=True)
+    stats.mkdir(parents=True)
+    return f"PAGEMALLOC_CONF=stats_print:json,stats_file:{stats}/{{allocator}}.{{program}}.%p.json"
 
 
 def count_calls(libraries, quick, seed):
     """{(library, program): {"calls": .., "nodes_visited": .., ..}} from counting builds."""
     counted = {name: path for name, path in libraries.items() if name.endswith("-counted")}
-    stats = RAW / "stats"
-    shutil.rmtree(stats, ignore_errors=True)
-    stats.mkdir(parents=True)
-    conf = f"PAGEMALLOC_CONF=stats_print:json,stats_file:{stats}/{{allocator}}.{{program}}.%p.json"
+    stats = raw_directory() / "stats"
+    conf = stats_setting(stats)
     # Every program at the first step and at the last (today's design); the sweep's programs
     # at the steps between.
     ends = ("s0-", f"s{len(STEPS) - 1}-")
     for part, names, programs in [
             ("ends", [n for n in counted if n.startswith(ends)], PROGRAMS),
             ("between", [n for n in counted if not n.startswith(ends)], SWEEP_PROGRAMS)]:
-        log(f"tree-overhead-2008: run-manager calls, {len(names)} counting builds")
         real_programs({n: counted[n] for n in names}, programs, 1, seed, quick,
-                      RAW / f"counts-{part}.json", ["--pagemalloc-env", conf])
+                      raw_directory() / f"counts-{part}.json", ["--pagemalloc-env", conf],
+                      f"run-manager calls, {len(names)} counting builds")
+    return read_counts(stats)
+
+
+def read_counts(stats):
+    """{(library, program): counters summed over the program's processes} from the files
+    stats_setting's processes wrote."""
     totals = {}
     for path in stats.glob("*.json"):
         library, program = path.name.split(".")[:2]
@@ -175,13 +258,13 @@ def count_calls(libraries, quick, seed):
 
 def replay_costs(libraries, quick, seed):
     """{(program, variant): ns per call} from the je2008-trees traces replayed (pooled)."""
-    traces = RAW / "traces"
+    traces = raw_directory() / "traces"
     shutil.rmtree(traces, ignore_errors=True)
     traces.mkdir(parents=True)
-    log("tree-overhead-2008: recording the run-manager calls of je2008-trees")
     real_programs({"trace": libraries["trace"]}, PROGRAMS, 1, seed, quick,
-                  RAW / "traced.json",
-                  ["--pagemalloc-env", f"PAGEMALLOC_TRACE={traces}/{{program}}.%p.trace"])
+                  raw_directory() / "traced.json",
+                  ["--pagemalloc-env", f"PAGEMALLOC_TRACE={traces}/{{program}}.%p.trace"],
+                  "recording the run-manager calls of je2008-trees")
     # Each program's largest trace (g++: cc1plus's) becomes traces/<program>.trace.
     largest = {}
     for path in traces.glob("*.trace"):
@@ -191,13 +274,14 @@ def replay_costs(libraries, quick, seed):
     kept = {path.rename(traces / f"{program}.trace") for program, path in largest.items()}
     for path in set(traces.glob("*.trace")) - kept:
         path.unlink()
-    out = RAW / "replay.json"
-    log(f"tree-overhead-2008: replaying {len(kept)} traces")
+    out = raw_directory() / "replay.json"
+    progress.step(f"tree-overhead-2008: replaying {len(kept)} traces")
     run([ROOT / "build" / "release" / "benchmarks" / "trace_replay",
          *[f"--trace={p}" for p in sorted(kept)], "--pal=pooled",
          "--benchmark_filter=/(pagemap|rbtree|rbtree_allocated)/",
          f"--benchmark_out={out}", "--benchmark_out_format=json",
-         *(["--benchmark_repetitions=1"] if quick else [])], quiet=True)
+         *(["--benchmark_repetitions=1", "--benchmark_min_time=0.05"] if quick else [])],
+        quiet=True)
     return {key: cell["ns_per_op"] for key, cell in replay_table(out, "pooled").items()}
 
 
@@ -210,9 +294,9 @@ WHOLE_WORKLOADS = [("GcChurn", "GC arenas beside small objects, one wave"),
 
 def whole_designs(quick):
     """{"<workload>/<design>": median µs per iteration} from whole_designs_bench."""
-    out = RAW / "whole_designs.json"
+    out = raw_directory() / "whole_designs.json"
     repetitions = 1 if quick else 10
-    log(f"tree-overhead-2008: whole designs in one process, {repetitions} repetitions")
+    progress.step(f"tree-overhead-2008: whole designs in one process, {repetitions} repetitions")
     run([benchmark_binary("pagemap", "whole_designs_bench"),
          f"--benchmark_repetitions={repetitions}", "--benchmark_enable_random_interleaving=true",
          f"--benchmark_out={out}", "--benchmark_out_format=json"], quiet=True)
@@ -243,15 +327,20 @@ def whole_designs_section(times):
 
 
 def measure(quick, rounds, seed):
-    RAW.mkdir(parents=True, exist_ok=True)
+    raw_directory().mkdir(parents=True, exist_ok=True)
+    if quick:
+        return measure_quick(seed)
+    # The steps: the builds, the rounds of the two timed passes, the two counting passes, the
+    # traces, their replay and the whole designs.
+    progress.plan_steps(len(planned_builds(False)) + 2 * rounds + 5)
     libraries = build_libraries()
     plain = {n: p for n, p in libraries.items() if not n.endswith(("-counted", "-trace"))}
-    log("tree-overhead-2008: the three 2008 designs on every program (interleaved rounds)")
     presets = real_programs({n: p for n, p in plain.items() if n.startswith("s0-")}, PROGRAMS,
-                            rounds, seed, quick, RAW / "presets.json")
-    log("tree-overhead-2008: the sweep (interleaved rounds)")
+                            rounds, seed, quick, raw_directory() / "presets.json", (),
+                            "the three 2008 designs on every program (interleaved rounds)")
     sweep = real_programs({n: p for n, p in plain.items() if not n.startswith("s0-")},
-                          SWEEP_PROGRAMS, rounds, seed, quick, RAW / "sweep.json")
+                          SWEEP_PROGRAMS, rounds, seed, quick, raw_directory() / "sweep.json", (),
+                          "the sweep (interleaved rounds)")
     data = {"medians": {**_medians(presets), **_medians(sweep)},
             "failures": presets.get("failures", []) + sweep.get("failures", []),
             "differences": {**presets.get("differences", {}), **sweep.get("differences", {})},
@@ -261,7 +350,30 @@ def measure(quick, rounds, seed):
                        for (prog, variant), ns in replay_costs(libraries, quick, seed).items()},
             "whole_designs": whole_designs(quick),
             "rounds": rounds}
-    write_json(RAW / "measured.json", data)
+    write_json(raw_directory() / "measured.json", data)
+    return data
+
+
+def measure_quick(seed):
+    """The quick run (QUICK_STEPS): every program once under the five libraries, which write
+    their counters at exit, then the traces of je2008-trees, their replay and the whole
+    designs."""
+    libraries = build_libraries(quick=True)  # among the study's first builds (run.py)
+    # The pass under the five (most of the part), the traces, their replay, the whole designs.
+    progress.plan_steps([9, 2, 0.5, 0.5])
+    designs = {n: p for n, p in libraries.items() if n != "trace"}
+    stats = raw_directory() / "stats"
+    measured = real_programs(designs, PROGRAMS, 1, seed, True, raw_directory() / "quick.json",
+                             ["--pagemalloc-env", stats_setting(stats)],
+                             f"every program under the {len(designs)} libraries, one round")
+    data = {"medians": _medians(measured), "failures": measured.get("failures", []),
+            "differences": measured.get("differences", {}),
+            "counts": {f"{lib}/{prog}": cell for (lib, prog), cell in read_counts(stats).items()},
+            "replay": {f"{prog}/{variant}": ns
+                       for (prog, variant), ns in replay_costs(libraries, True, seed).items()},
+            "whole_designs": whole_designs(True),
+            "rounds": 1, "steps": QUICK_STEPS, "quick": True}
+    write_json(raw_directory() / "measured.json", data)
     return data
 
 
@@ -341,7 +453,8 @@ def presets_section(data):
 
 def sweep_section(data):
     rows, summary = [], []
-    for step, (label, _) in enumerate(STEPS):
+    for step in data.get("steps", range(len(STEPS))):
+        label = STEPS[step][0]
         cells = {}
         for program in SWEEP_PROGRAMS:
             measured, predicted, rss = trees_cost(data, step, program)
@@ -365,7 +478,7 @@ def sweep_figure(sweep, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steps = list(range(len(STEPS)))
+    steps = [s["step"] for s in sweep]
     figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
     for n, program in enumerate(SWEEP_PROGRAMS):
         color = f"C{n}"
@@ -374,7 +487,7 @@ def sweep_figure(sweep, path):
         left.plot(steps, [c["predicted"] for c in cells], linestyle=":", color=color)
         right.plot(steps, [c["calls"] for c in cells], marker="o", color=color, label=program)
     left.axhline(1.0, color="grey", linewidth=0.8)
-    labels = [f"{s}: {label}" for s, (label, _) in enumerate(STEPS)]
+    labels = [f"{s}: {STEPS[s][0]}" for s in steps]
     left.set(ylabel="wall time, trees / page map", title="The trees' cost at each step "
              "(solid: measured; dotted: predicted)")
     right.set(yscale="log", ylabel="run-manager calls (trees build)",
@@ -418,11 +531,12 @@ def prediction_figure(presets, path):
 
 def report(info, data):
     """Writes results-2008.md, the figures and summary-2008.json; returns summary lines."""
-    PAPER.mkdir(parents=True, exist_ok=True)
+    paper = paper_directory()
+    paper.mkdir(parents=True, exist_ok=True)
     presets_table, presets = presets_section(data)
     sweep_table, sweep = sweep_section(data)
-    prediction_figure(presets, PAPER / "prediction.png")
-    sweep_figure(sweep, PAPER / "sweep.png")
+    prediction_figure(presets, paper / "prediction.png")
+    sweep_figure(sweep, paper / "sweep.png")
     problems = [f"{x['program']} under {x['allocator']} (round {x['round']}): "
                 f"{x['failure'].splitlines()[0]}" for x in data["failures"]]
     problems += [f"{program}: outputs differ between builds" for program in data["differences"]]
@@ -432,6 +546,10 @@ def report(info, data):
         "`bash tools/study.sh`); do not edit by hand.", "",
         f"Machine and date: {machine_line(info)}. Wall time and peak RSS: medians of "
         f"{data['rounds']} interleaved rounds.", "",
+        *(["Quick run: the three presets and the sweep's last step (today's design) only, each "
+           "library built once with the counters and the trace recorder compiled in (a unity "
+           "build): the calls, the traces and the times (the recorder idle) come from the same "
+           "library; quick inputs, one round.", ""] if data.get("quick") else []),
         "## The three 2008 designs", "",
         "![predicted and measured extra time](prediction.png)", "",
         "Run-manager calls and tree nodes: counting builds, one run, every process summed. "
@@ -456,11 +574,11 @@ def report(info, data):
     ]
     if problems:
         parts += ["Problems:", ""] + [f"- {p}" for p in problems] + [""]
-    (PAPER / "results-2008.md").write_text("\n".join(parts))
-    write_json(PAPER / "summary-2008.json", {"machine": info, "presets": presets, "sweep": sweep,
+    write_report(paper / "results-2008.md", "\n".join(parts))
+    write_json(paper / "summary-2008.json", {"machine": info, "presets": presets, "sweep": sweep,
                                               "whole_designs": whole, "problems": problems})
     means = presets["means"]
-    lines = ["tree overhead under 2008's design (papers/tree-overhead/results-2008.md):"]
+    lines = [f"tree overhead under 2008's design ({shown(paper / 'results-2008.md')}):"]
     for label in ["eight programs", "all eleven"]:
         m = means[label]
         lines.append(f"  trees / pagemap, {label}: measured {fmt_ratio(m['measured_ratio'])}, "

@@ -5,7 +5,7 @@ An *entry* is one process to run each round: a label (the allocator, e.g. "jemal
 benchmarks in the binary, and an optional library to preload. Each round runs every entry
 once, in an order shuffled from the seed and the round, so that a slow phase of the machine
 spreads over all allocators; every process writes Google Benchmark's JSON to
-results/raw/<study>/<label>.<round>.json.
+results/raw/<study>/<label>.<round>.json (a quick run: results/quick/raw/...).
 
 A *case* is a benchmark's name without its allocator: "BM_SmallChunks<Malloc>/chunk_size:16"
 and "BM_SmallChunks<Pagemalloc>/chunk_size:16" are both the case
@@ -16,7 +16,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from common import RESULTS, read_json, run, shuffled_rounds
+from common import read_json, results_directory, run, shuffled_rounds
 
 TEMPLATE_ARGUMENT = re.compile(r"<[^<>]*(?:<[^<>]*>[^<>]*)*>")
 
@@ -51,7 +51,7 @@ def case_of(name):
 
 def run_rounds(study, entries, rounds, seed, extra_args=()):
     """Runs every entry once per round; returns {label: [json paths, one per round]}."""
-    directory = RESULTS / "raw" / study
+    directory = results_directory() / "raw" / study
     directory.mkdir(parents=True, exist_ok=True)
     outputs = {entry.label: [] for entry in entries}
     for round_number, order in shuffled_rounds(entries, rounds, seed, study,

@@ -38,10 +38,10 @@ import tempfile
 from pathlib import Path
 
 from allocators import PEERS, build_directory, dropin, peer_library
-from common import PAPERS, RESULTS, fmt_ratio, log, machine_line, markdown_table, text_table
-from common import output_of, ratio, write_json
+from common import (fmt_ratio, machine_line, markdown_table, output_of, papers_directory,
+                    progress, ratio, results_directory, shown, text_table, write_json,
+                    write_report)
 
-PAPER = PAPERS / "cross-thread"
 ALLOCATORS = PEERS + ["pagemalloc"]
 TARGETS = ["fast_path_calls"]
 # (mode, the wrapper of the allocation, the wrapper of the free, what it does)
@@ -57,6 +57,10 @@ MODES = [
 COUNTS = (65536, 131072)  # multiples of 64 (batch mode)
 QUICK_COUNTS = (16384, 32768)
 SCRUBBED = ("LD_PRELOAD", "MALLOC_CONF", "PAGEMALLOC_CONF", "GLIBC_TUNABLES")
+
+
+def paper_directory():
+    return papers_directory() / "cross-thread"
 
 
 def program():
@@ -111,9 +115,10 @@ def measure(quick):
         raise RuntimeError("valgrind is not installed (bash tools/install-deps.sh installs it)")
     n1, n2 = QUICK_COUNTS if quick else COUNTS
     counts = {}
+    progress.plan_steps(len(ALLOCATORS))
     with tempfile.TemporaryDirectory(prefix="instructions.") as scratch:
         for allocator in ALLOCATORS:
-            log(f"instructions: {allocator} under callgrind ({len(MODES)} modes, N = {n1}, {n2})")
+            progress.step(f"instructions: {allocator} under callgrind ({len(MODES)} modes, N = {n1}, {n2})")
             for mode, allocate, release, _ in MODES:
                 low = callee_instructions(allocator, mode, (allocate, release), n1, scratch)
                 high = callee_instructions(allocator, mode, (allocate, release), n2, scratch)
@@ -123,13 +128,14 @@ def measure(quick):
                     "raw": {str(n1): low, str(n2): high}}
     data = {"counts": counts, "n": [n1, n2],
             "valgrind": output_of(["valgrind", "--version"])}
-    write_json(RESULTS / "instructions.json", data)
+    write_json(results_directory() / "instructions.json", data)
     return data
 
 
 def report(info, data):
     """Writes papers/cross-thread/instructions.md; returns summary lines."""
-    PAPER.mkdir(parents=True, exist_ok=True)
+    paper = paper_directory()
+    paper.mkdir(parents=True, exist_ok=True)
     counts = data["counts"]
     rows, summary_rows = [], []
     for mode, _, _, what in MODES:
@@ -156,6 +162,6 @@ def report(info, data):
         " without its own operators is reached through libstdc++'s, which call malloc and"
         " free.", "",
         markdown_table(header, rows), ""])
-    (PAPER / "instructions.md").write_text(text)
-    return ["fast-path instructions per call (papers/cross-thread/instructions.md):",
+    write_report(paper / "instructions.md", text)
+    return [f"fast-path instructions per call ({shown(paper / 'instructions.md')}):",
             text_table(["call"] + ALLOCATORS, summary_rows)]

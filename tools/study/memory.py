@@ -25,6 +25,9 @@ shuffled from the seed and the round, each started through measure_run
                   8 bytes at a time to 100,000 bytes, all in turn (every size class crossed is
                   used by all the strings and then left): reported, with no limit
 
+--quick: one round, the smaller scales given above, and the burst programs (6 s each, most of
+the part) under glibc and pagemalloc only.
+
 pagemalloc runs with PAGEMALLOC_CONF=decay_ms:2000 in the burst programs (its default is 10 s;
 the shorter decay keeps the study short, and the criterion is relative to it), and with its
 defaults everywhere else; the peers always with theirs.
@@ -51,11 +54,12 @@ from pathlib import Path
 
 from allocators import PEERS, build_directory
 from launched import run_launched
-from common import (PAPERS, RESULTS, fmt_ratio, geomean, log, machine_line, markdown_table,
-                    medians_of, ratio, shuffled_rounds, text_table, write_json)
+from common import (fmt_ratio, geomean, log, machine_line, markdown_table, medians_of,
+                    papers_directory, progress, ratio, results_directory, shown,
+                    shuffled_rounds, text_table, write_json, write_report)
 
-PAPER = PAPERS / "memory"
 ALLOCATORS = PEERS + ["pagemalloc"]
+QUICK_BURST_ALLOCATORS = ["glibc", "pagemalloc"]
 PROGRAM_TARGETS = ["sparse_blocks", "calloc_after_sparse", "burst_then_small", "cfrac_like",
                    "espresso_like", "glibc_simple", "mleak", "mstress", "realloc_growth",
                    "empty"]
@@ -118,6 +122,10 @@ PROGRAMS = [
 ]
 
 
+def paper_directory():
+    return papers_directory() / "memory"
+
+
 def program_directory():
     return build_directory("pagemap") / "benchmarks" / "memory"
 
@@ -178,8 +186,10 @@ def run_once(program, allocator, quick, scratch):
 def measure(quick, rounds, seed):
     """Runs every program under every allocator in interleaved rounds; returns the data."""
     rounds = 1 if quick else rounds
+    progress.plan_steps(rounds)
     samples = {p.name: {a: [] for a in ALLOCATORS} for p in PROGRAMS}
-    entries = [(p, a) for p in PROGRAMS for a in ALLOCATORS]
+    entries = [(p, a) for p in PROGRAMS for a in ALLOCATORS
+               if not (quick and p.kind == "burst" and a not in QUICK_BURST_ALLOCATORS)]
     with tempfile.TemporaryDirectory(prefix="memory.") as scratch:
         for round_number, order in shuffled_rounds(entries, rounds, seed, "memory"):
             for program, allocator in order:
@@ -194,7 +204,7 @@ def measure(quick, rounds, seed):
                                   "arguments": p.arguments + (p.quick_arguments if quick else []),
                                   "pagemalloc_conf": p.pagemalloc_conf,
                                   "samples": samples[p.name]} for p in PROGRAMS}}
-    write_json(RESULTS / "memory.json", data)
+    write_json(results_directory() / "memory.json", data)
     return data
 
 
@@ -282,7 +292,8 @@ def verdict(passed):
 
 def report(info, data):
     """Writes papers/memory/results.md, the figures and summary.json; returns summary lines."""
-    PAPER.mkdir(parents=True, exist_ok=True)
+    paper = paper_directory()
+    paper.mkdir(parents=True, exist_ok=True)
     table = {name: {a: medians(entry["samples"][a]) for a in ALLOCATORS}
              for name, entry in data["programs"].items()}
     criteria, sections = {}, []
@@ -337,7 +348,7 @@ def report(info, data):
                                      f"that / the {BURST_MIB} MiB burst", "last sample MiB",
                                      "peak RSS MiB", "failed rounds"], rows), ""]
         burst_rows.append(name)
-    burst_figure(data, PAPER / "burst.png")
+    burst_figure(data, paper / "burst.png")
 
     # The small programs.
     small = [p.name for p in PROGRAMS if p.kind == "small"]
@@ -365,7 +376,7 @@ def report(info, data):
                               "passed": not any_failed and worst is not None
                               and worst <= SMALL_EACH_LIMIT,
                               "text": "largest peak RSS / glibc's"}
-    small_figure(table, small, PAPER / "small.png")
+    small_figure(table, small, paper / "small.png")
     titles = "; ".join(f"{n}: {data['programs'][n]['title']}" for n in small)
     sections += ["## Small programs", "",
                  "Peak RSS in MiB (in brackets: / glibc's). " + titles + ".", "",
@@ -408,8 +419,8 @@ def report(info, data):
                        verdict_rows), "",
         "![resident size after the burst](burst.png)", "",
         *sections])
-    (PAPER / "results.md").write_text(text)
-    write_json(PAPER / "summary.json", {"machine": info, "rounds": data["rounds"],
+    write_report(paper / "results.md", text)
+    write_json(paper / "summary.json", {"machine": info, "rounds": data["rounds"],
                                         "quick": data["quick"],
                                         "huge_pages": data["huge_pages"],
                                         "criteria": criteria, "medians": table})
@@ -418,7 +429,7 @@ def report(info, data):
     growth_line = ", ".join(f"{n} {fmt_ratio(ratio(table[n]['pagemalloc']['maxrss_mib'], g))}"
                             for n in growth
                             for g in [table[n]["glibc"]["maxrss_mib"]])
-    return [f"memory (papers/memory/results.md), transparent huge pages {data['huge_pages']}:",
+    return [f"memory ({shown(paper / 'results.md')}), transparent huge pages {data['huge_pages']}:",
             text_table(["criterion", "pagemalloc", "limit", "verdict"], summary_rows),
             "  strings grown by realloc (no limit), pagemalloc's peak RSS / glibc's: "
             + growth_line]

@@ -21,7 +21,9 @@ without making the program's own code faster; under pagemalloc, the best pagemal
 against the peer by making its own code faster.
 
 One run of each (a profile is a distribution, not a timing: its shares are steady from run to
-run where the total time is not). Writes results/profiles.json and
+run where the total time is not). --quick: the runner's quick inputs, and the seven programs of
+the real-programs study only (not the JavaScript engines and gc-churn, shown only, and mujs
+alone a minute). Writes results/profiles.json and
 papers/real-programs/profiles.md; returns summary lines. Needs perf (Debian's linux-perf,
 installed by tools/install-deps.sh) and the programs (the same script installs them).
 """
@@ -34,15 +36,15 @@ import sys
 import tempfile
 
 from allocators import PEERS, dropin, peer_library
-from common import (PAPERS, RESULTS, ROOT, geomean, log, machine_line, markdown_table,
-                    read_json, write_json)
+from common import (ROOT, geomean, machine_line, markdown_table, papers_directory, progress,
+                    read_json, results_directory, write_json, write_report)
 
 sys.path.insert(0, str(ROOT / "benchmarks" / "real_programs"))
 import inputs  # noqa: E402
 import real_programs  # noqa: E402
 
-PAPER = PAPERS / "real-programs"
 PROGRAMS = [name for name in real_programs.PROGRAM_CLASSES if name != "redis"]
+QUICK_PROGRAMS = [name for name in real_programs.DEFAULT_PROGRAMS if name != "redis"]
 EVENTS = ["task-clock", "page-faults", "context-switches", "cycles", "instructions",
           "dTLB-load-misses"]
 TOP_FUNCTIONS = 12
@@ -57,9 +59,15 @@ GLIBC_MALLOC = re.compile(r"^(__libc_)?(malloc|free|cfree|calloc|realloc|memalig
                           r"^ptmalloc_|^__malloc_")
 
 
+def paper_directory():
+    return papers_directory() / "real-programs"
+
+
 def fastest_peers():
-    """{program: the peer with the smallest median wall time in results/real_programs.json}."""
-    data = read_json(RESULTS / "real_programs.json") or {}
+    """{program: the peer with the smallest median wall time in results/real_programs.json}
+    (a quick run: results/quick/real_programs.json); {} if there is none."""
+    path = results_directory() / "real_programs.json"
+    data = read_json(path) if path.exists() else {}
     fastest = {}
     for program, by_allocator in data.get("medians", {}).items():
         times = {a: cell.get("wall_s") for a, cell in by_allocator.items()
@@ -162,13 +170,15 @@ def measure(quick, seed):
     work = os.path.join("/tmp", "pagemalloc-real-programs", f"seed{seed}-{digest}")
     input_directory = inputs.InputDirectory(os.path.join(work, "inputs"), seed)
     results = {}
+    programs = QUICK_PROGRAMS if quick else PROGRAMS
+    progress.plan_steps(2 * len(programs))
     with tempfile.TemporaryDirectory(prefix="profiles.") as scratch:
-        for name in PROGRAMS:
+        for name in programs:
             program = real_programs.PROGRAM_CLASSES[name](name, input_directory, sizes)
             program.prepare(work)
             peer = peers.get(name, "jemalloc")
             for allocator in ("pagemalloc", peer):
-                log(f"profiles: {name} under {allocator}")
+                progress.step(f"profiles: {name} under {allocator}")
                 directory = os.path.join(scratch, f"{name}-{allocator}")
                 os.makedirs(directory)
                 results.setdefault(name, {})[allocator] = {
@@ -178,7 +188,7 @@ def measure(quick, seed):
     data = {"programs": results, "quick": quick,
             "perf": subprocess.run(["perf", "--version"], capture_output=True,
                                    text=True).stdout.strip()}
-    write_json(RESULTS / "profiles.json", data)
+    write_json(results_directory() / "profiles.json", data)
     return data
 
 
@@ -243,7 +253,8 @@ def bound_section(programs):
 
 def report(info, data):
     """Writes papers/real-programs/profiles.md; returns summary lines."""
-    PAPER.mkdir(parents=True, exist_ok=True)
+    paper = paper_directory()
+    paper.mkdir(parents=True, exist_ok=True)
     programs = data["programs"]
     groups = ["program", "libc", "allocator", "kernel", "other libraries"]
     count_rows, share_rows, summary = [], [], []
@@ -295,6 +306,6 @@ def report(info, data):
                 [[f"{f['percent']:.1f}", f["dso"], f["symbol"]]
                  for f in by_allocator[allocator]["functions"]]))
             lines.append("")
-    (PAPER / "profiles.md").write_text("\n".join(lines) + "\n")
+    write_report(paper / "profiles.md", "\n".join(lines) + "\n")
     return ["Profiles (share of samples in the allocator and in the kernel, page faults; under "
             "the fastest peer in parentheses):"] + summary + bound_summary

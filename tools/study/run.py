@@ -41,14 +41,30 @@ Parts (all by default, in this order):
 It builds the presets of CMakePresets.json it needs (release = the pagemap variant, hybrid,
 rbtree, trace = the tracing drop-in), only the targets it runs; raw results go to results/
 (Google Benchmark's JSON where it applies), the reports to papers/<study>/results.md with PNG
-figures, and the summary to results/summary.md, printed at the end. --quick runs one short
-round of everything (a smoke test of the whole pipeline, within 15 minutes on 2 cores once
-built); the default takes about 100 minutes, 60 of them tree-overhead-2008's. Environment: JOBS
-(build jobs, default 2).
+figures, and the summary to results/summary.md, printed at the end. It takes about 100 minutes
+on 2 cores, 60 of them tree-overhead-2008's (47 library builds, then its interleaved rounds).
+
+--quick gives a first result of every part in about 10 minutes on 2 cores from a fresh clone,
+builds included: a check of the whole pipeline rather than a measurement. It builds the release
+tree only (no hybrid, rbtree or trace trees: the variants are compared in one process by the
+tree-overhead part) and five libraries of the 2008 designs (the three presets and today's
+design, see design_sweep.py), runs one round everywhere, at the smaller sizes each part has
+(the real programs' quick inputs, without their binding pass) and cut to each part's essentials
+(each module's docstring says how). Its raw results, reports and summary go to results/quick/
+(reports in results/quick/papers/<study>/), so that the committed full-run reports in papers/
+stay as they are.
+
+Progress: a line per event, "part k of n: NAME" as each part starts (the builds are part 1),
+"round r of R" (or the build, the program) within it, with an estimate of the time left once a
+step is done (the time so far scaled by the work left, from each part's nominal minutes in
+PART_MINUTES); builds say when they start, how far they got each minute, and when they end.
+The time each part took is printed before the summary and written to results/study_times.json.
+Environment: JOBS (build jobs, default 2).
 """
 
 import argparse
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -62,25 +78,50 @@ import memory  # noqa: E402
 import profiles  # noqa: E402
 import tree_overhead  # noqa: E402
 import workloads  # noqa: E402
-from allocators import VARIANTS, build_directory, dropin  # noqa: E402
-from common import RESULTS, ROOT, log, machine, read_json, run, write_json  # noqa: E402
+from allocators import VARIANT_PRESET, build_directory, dropin, measured_variants  # noqa: E402
+from common import (ROOT, build_tree, clock, log, machine, progress, read_json,  # noqa: E402
+                    results_directory, run_streamed, shown, text_table, use_quick_outputs,
+                    write_json)
 
 PARTS = ["arrow", "tree-overhead", "tree-overhead-2008", "workloads", "real-programs", "cross-thread", "instructions",
          "profiles", "memory", "huge-pages"]
+# The order they run in, after the builds (the workloads and the real programs before the
+# tree-overhead part, which reports their pagemalloc rows).
+ORDER = ["build", "arrow", "workloads", "real-programs", "tree-overhead", "tree-overhead-2008",
+         "cross-thread", "instructions", "profiles", "memory", "huge-pages"]
+# Each part's nominal minutes on 2 cores (--quick, full run): only the weights of the estimate
+# of the time left, which scales them by the machine's actual speed as the run goes. The build
+# part's are its builds' (BUILD_MINUTES).
+PART_MINUTES = {"arrow": (0.35, 1), "workloads": (0.25, 2), "real-programs": (0.75, 20),
+                "tree-overhead": (0.4, 3), "tree-overhead-2008": (1.8, 55),
+                "cross-thread": (0.6, 4), "instructions": (0.8, 1), "profiles": (0.7, 2),
+                "memory": (0.45, 5), "huge-pages": (0.1, 2)}
+BUILD_MINUTES = {"release": 2.5, "hybrid": 1.2, "rbtree": 1.2, "trace": 1.0}
+QUICK_LIBRARY_MINUTES = 0.5  # one of the quick run's libraries of the 2008 designs
 # The parts that run every run-manager variant's build (the others need the release tree only).
 VARIANT_PARTS = {"arrow", "tree-overhead", "workloads", "real-programs"}
 BENCHMARKS = ["small_chunks_bench", "large_blocks_bench", "medium_blocks_bench",
               "arrow_builder_bench"]
+# real_programs.py's line for each run ("  round 2/5 python glibc ...") and its binding pass.
+ROUND_LINE = re.compile(r"^\s+round (\d+)/(\d+) ")
+BINDING_LINE = "real_programs: checking where malloc binds"
 
 
 def build(preset, targets):
-    log(f"build: {preset} ({', '.join(targets)})")
-    run(["cmake", "--preset", preset], quiet=True)
-    run(["cmake", "--build", f"build/{preset}", "-j", os.environ.get("JOBS", "2"),
-         "--target", *targets], quiet=True)
+    targets = list(dict.fromkeys(targets))  # each once
+    build_tree(f"build/{preset} ({len(targets)} targets)", ["cmake", "--preset", preset],
+               ["cmake", "--build", f"build/{preset}", "-j", os.environ.get("JOBS", "2"),
+                "--target", *targets], begin=progress.step)
 
 
-def build_everything(parts):
+def quick_sweep(parts, quick):
+    """Whether the quick run's libraries of the 2008 designs are built with the others (and
+    give the tree-overhead part its tracing drop-in)."""
+    return quick and "tree-overhead-2008" in parts
+
+
+def planned_trees(parts, quick):
+    """[(preset, targets)] of the trees to build."""
     variants = bool(VARIANT_PARTS & set(parts))
     release_targets = ["pagemalloc", *(BENCHMARKS if variants else []), workloads.ARENA_BINARY]
     if "tree-overhead" in parts:
@@ -96,25 +137,61 @@ def build_everything(parts):
         release_targets += memory.TARGETS
     if "huge-pages" in parts:
         release_targets += huge_pages.TARGETS
-    build("release", release_targets)
-    for variant in VARIANTS[1:] if variants else []:
-        build(variant, ["pagemalloc", *BENCHMARKS])
-    if "tree-overhead" in parts:
-        build("trace", ["pagemalloc"])
+    trees = [("release", release_targets)]
+    trees += [(VARIANT_PRESET[v], ["pagemalloc", *BENCHMARKS])
+              for v in (measured_variants(quick)[1:] if variants else [])]
+    if "tree-overhead" in parts and not quick_sweep(parts, quick):
+        trees.append(("trace", ["pagemalloc"]))
+    return trees
+
+
+def build_minutes(parts, quick):
+    """The nominal minutes of each build of the build part, in order."""
+    sweep = design_sweep.planned_builds(True) if quick_sweep(parts, quick) else []
+    return ([BUILD_MINUTES[preset] for preset, _ in planned_trees(parts, quick)]
+            + [QUICK_LIBRARY_MINUTES] * len(sweep))
+
+
+def build_everything(parts, quick):
+    progress.plan_steps(build_minutes(parts, quick))
+    for preset, targets in planned_trees(parts, quick):
+        build(preset, targets)
+    if quick_sweep(parts, quick):
+        design_sweep.build_libraries(quick=True)
+
+
+def tracing_library(parts, quick):
+    """The tracing drop-in the tree-overhead part records its traces with."""
+    if quick_sweep(parts, quick):
+        return design_sweep.todays_tracing_library()
+    return ROOT / "build" / "trace" / "allocator" / "libpagemalloc.so"
 
 
 def real_programs(quick, rounds, seed):
-    out = RESULTS / "real_programs.json"
+    out = results_directory() / "real_programs.json"
     command = [sys.executable, "benchmarks/real_programs/real_programs.py", "--out", out,
                "--seed", str(seed), "--rounds", str(rounds)]
-    for variant in VARIANTS:
+    for variant in measured_variants(quick):
         command += ["--pagemalloc", f"pagemalloc-{variant}={dropin(variant)}"]
     if quick:
-        command.append("--quick")
+        command += ["--quick", "--skip-binding-check"]
     log("real programs: every program under every allocator (interleaved rounds)")
-    result = run(command, check=False)
-    if result.returncode != 0:
-        log(f"real programs: exit status {result.returncode} (see above)")
+    progress.plan_steps(rounds + (0 if quick else 1))
+    rounds_seen = set()
+
+    def on_line(line):
+        found = ROUND_LINE.match(line)
+        if found and found.group(1) not in rounds_seen:
+            rounds_seen.add(found.group(1))
+            progress.step(f"real programs: round {found.group(1)} of {found.group(2)}")
+        elif line.startswith(BINDING_LINE):
+            progress.step("real programs: the binding pass (LD_DEBUG=bindings)")
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+    status, _ = run_streamed(command, on_line)
+    if status != 0:
+        log(f"real programs: exit status {status} (see above)")
     return read_json(out) if out.exists() else None
 
 
@@ -127,9 +204,25 @@ def real_program_medians(data):
             for program, by_alloc in data.get("medians", {}).items()}
 
 
+def report_times(times):
+    """Prints and writes (study_times.json) the time each part took."""
+    rows = [[name, clock(seconds)] for name, seconds in times.items()]
+    rows.append(["all", clock(sum(times.values()))])
+    write_json(results_directory() / "study_times.json", {"seconds": times})
+    print("\n==== time per part (" + shown(results_directory() / "study_times.json") + ")\n"
+          + text_table(["part", "m:ss"], rows))
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one short round of everything")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog="--quick: every part cut short, in about 10 minutes on 2 cores from a fresh "
+               "clone (builds included), reports in results/quick/; the full run: about 100 "
+               "minutes. See the top of tools/study/run.py.")
+    parser.add_argument("--quick", action="store_true",
+                        help="one short round of every part, about 10 minutes on 2 cores with "
+                             "the builds; raw results and reports go to results/quick/ "
+                             "(papers/ is left as it is)")
     parser.add_argument("--only", default=",".join(PARTS), help="comma-separated parts: " + ", ".join(PARTS))
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--program-rounds", type=int, default=5,
@@ -142,49 +235,84 @@ def main():
     if unknown:
         parser.error(f"unknown part(s): {', '.join(unknown)}; choose from {', '.join(PARTS)}")
 
-    RESULTS.mkdir(exist_ok=True)
+    if args.quick:
+        use_quick_outputs()
+        log("quick run: one short round of every part; raw results, reports and the summary go "
+            f"to {shown(results_directory())}/ (reports in {shown(results_directory())}/papers/), "
+            "papers/ is left as it is")
+    results_directory().mkdir(parents=True, exist_ok=True)
     info = machine()
-    write_json(RESULTS / "machine.json", info)
-    if not args.no_build:
-        build_everything(parts)
+    write_json(results_directory() / "machine.json", info)
+    running = [name for name in ORDER
+               if (name == "build" and not args.no_build) or name in parts
+               or (name == "workloads" and "tree-overhead" in parts)]
+    progress.plan([(name, sum(build_minutes(parts, args.quick)) if name == "build"
+                    else PART_MINUTES[name][0 if args.quick else 1]) for name in running])
 
-    summary = []
+    def start(name):
+        if name in running:
+            progress.start(name)
+            return True
+        return False
+
+    summary = {}
     workload_data = real_data = None
-    if "arrow" in parts:
-        summary += arrow.report(info, arrow.measure(args.quick, args.rounds, args.seed)) + [""]
-    if "workloads" in parts or "tree-overhead" in parts:
+    if start("build"):
+        build_everything(parts, args.quick)
+        progress.finish()
+    if start("arrow"):
+        summary["arrow"] = arrow.report(info, arrow.measure(args.quick, args.rounds, args.seed))
+        progress.finish()
+    if start("workloads"):
         workload_data = workloads.measure(args.quick, args.rounds, args.seed)
-    if "real-programs" in parts:
+        if "workloads" in parts:
+            summary["workloads"], _ = workloads.report(info, workload_data)
+        progress.finish()
+    if start("real-programs"):
         real_data = real_programs(args.quick, 1 if args.quick else args.program_rounds, args.seed)
-    if "workloads" in parts:
-        lines, _ = workloads.report(info, workload_data)
-        summary += lines + [""]
-    if "tree-overhead" in parts:
+        progress.finish()
+    if start("tree-overhead"):
         micro = tree_overhead.measure_micro(build_directory("pagemap"), args.quick)
-        replay = tree_overhead.measure_replay(build_directory("pagemap"), ROOT / "build" / "trace",
-                                              args.quick)
-        summary += tree_overhead.report(info, micro, replay, workload_data,
-                                        real_program_medians(real_data)) + [""]
-    if "tree-overhead-2008" in parts:
+        replay = tree_overhead.measure_replay(build_directory("pagemap"),
+                                              tracing_library(parts, args.quick), args.quick,
+                                              args.seed)
+        summary["tree-overhead"] = tree_overhead.report(info, micro, replay, workload_data,
+                                                        real_program_medians(real_data))
+        progress.finish()
+    if start("tree-overhead-2008"):
         data = design_sweep.measure(args.quick, 1 if args.quick else args.program_rounds,
                                     args.seed)
-        summary += design_sweep.report(info, data) + [""]
-    if "cross-thread" in parts:
-        summary += cross_thread.report(info, cross_thread.measure(args.quick, args.rounds,
-                                                                  args.seed)) + [""]
-    if "instructions" in parts:
-        summary += instructions.report(info, instructions.measure(args.quick)) + [""]
-    if "profiles" in parts:
-        summary += profiles.report(info, profiles.measure(args.quick, args.seed)) + [""]
-    if "memory" in parts:
-        summary += memory.report(info, memory.measure(args.quick, args.rounds, args.seed)) + [""]
-    if "huge-pages" in parts:
-        summary += huge_pages.report(info, huge_pages.measure(args.quick, args.rounds,
-                                                              args.seed)) + [""]
-    text = "\n".join(summary)
-    (RESULTS / "summary.md").write_text(
+        summary["tree-overhead-2008"] = design_sweep.report(info, data)
+        progress.finish()
+    if start("cross-thread"):
+        summary["cross-thread"] = cross_thread.report(
+            info, cross_thread.measure(args.quick, args.rounds, args.seed))
+        progress.finish()
+    if start("instructions"):
+        summary["instructions"] = instructions.report(info, instructions.measure(args.quick))
+        progress.finish()
+    if start("profiles"):
+        summary["profiles"] = profiles.report(info, profiles.measure(args.quick, args.seed))
+        progress.finish()
+    if start("memory"):
+        summary["memory"] = memory.report(info, memory.measure(args.quick, args.rounds,
+                                                               args.seed))
+        progress.finish()
+    if start("huge-pages"):
+        summary["huge-pages"] = huge_pages.report(info, huge_pages.measure(args.quick,
+                                                                           args.rounds, args.seed))
+        progress.finish()
+    # The summary in the order of PARTS' reports.
+    lines = []
+    for name in ["arrow", "workloads", "tree-overhead", "tree-overhead-2008", "cross-thread",
+                 "instructions", "profiles", "memory", "huge-pages"]:
+        if name in summary:
+            lines += summary[name] + [""]
+    text = "\n".join(lines)
+    (results_directory() / "summary.md").write_text(
         "# Study summary\n\n```\n" + text + "\n```\n")
-    print("\n==== summary (results/summary.md)\n" + text)
+    report_times(progress.times)
+    print(f"\n==== summary ({shown(results_directory() / 'summary.md')})\n" + text)
 
 
 if __name__ == "__main__":

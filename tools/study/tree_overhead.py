@@ -16,57 +16,96 @@ a bitmap), hybrid (page-map coalescing, a (size, address) tree), rbtree (an addr
             on the allocator built in each variant (the `workloads` and `real-programs` parts
             of the study measure those; this report takes the pagemalloc rows)
 
+--quick: one short repetition of the micro study and of the replays, the traces recorded from
+the real-programs runner's quick inputs of python, sqlite, g++, jq and lua (real_programs.py
+with PAGEMALLOC_TRACE) instead of record_trace.sh's larger ones, and the macro rows of the
+pagemap variant alone.
+
 Writes papers/tree-overhead/results.md (tables), micro.png and replay.png (figures) and
 summary.json (the numbers the README's verdict quotes).
 """
 
 import re
+import shutil
 
 from allocators import VARIANTS
-from common import (PAPERS, RESULTS, fmt_ratio, geomean, log, machine_line, markdown_table,
-                    median, ratio, read_json, run, write_json)
+from common import (PYTHON, fmt_ratio, geomean, machine_line, markdown_table, median,
+                    papers_directory, progress, ratio, read_json, results_directory, run, shown,
+                    write_json, write_report)
 from gbench import case_sort_key, case_title, real_ns
 
-PAPER = PAPERS / "tree-overhead"
+# The programs benchmarks/record_trace.sh records; a quick run records them from the
+# real-programs runner's quick inputs.
+TRACED_PROGRAMS = ["python", "sqlite", "gxx", "jq", "lua"]
 VARIANT_OF_TYPE = {"PagemapRuns": "pagemap", "HybridRuns": "hybrid", "RbtreeRuns": "rbtree"}
 COUNTERS = ["nodes_visited", "rotations", "map_reads", "map_writes", "splits", "coalesces"]
 MICRO_NAME = re.compile(r"BM_RunManager<pagemalloc::(\w+)<\w+>>/free_runs:(\d+)")
 REPLAY_NAME = re.compile(r"replay/([^/]+)/(\w+)(?:/(\w+))?")
 
 
+def paper_directory():
+    return papers_directory() / "tree-overhead"
+
+
 # ---- measuring -------------------------------------------------------------------------------
 
 def measure_micro(build, quick):
     """Runs the micro study, uncounted and counted; returns the two JSON paths."""
+    progress.plan_steps(5)  # the micro study's two binaries, the traces, the two replays
     outputs = []
     for binary in ["run_manager_bench", "run_manager_bench_counted"]:
-        out = RESULTS / f"{binary}.json"
+        out = results_directory() / f"{binary}.json"
         args = ["--benchmark_repetitions=1", "--benchmark_min_time=0.05"] if quick else []
-        log(f"tree-overhead: micro, {binary}")
+        progress.step(f"tree-overhead: micro, {binary}")
         run([build / "benchmarks" / binary, f"--benchmark_out={out}",
              "--benchmark_out_format=json", *args], quiet=True)
         outputs.append(out)
     return outputs
 
 
-def measure_replay(build, trace_build, quick):
-    """Records traces of real programs with the tracing drop-in, then replays them through
-    every variant, uncounted and counted; returns the two JSON paths."""
-    traces = RESULTS / "traces"
+def record_quick_traces(tracing_library, traces, seed):
+    """The quick run's traces: TRACED_PROGRAMS once each on the real-programs runner's quick
+    inputs under the tracing drop-in; each program's largest trace (g++: cc1plus's) becomes
+    traces/<program>.trace, as record_trace.sh names them."""
+    raw = traces / "all"
+    shutil.rmtree(raw, ignore_errors=True)
+    raw.mkdir(parents=True)
+    out = results_directory() / "traced_real_programs.json"
+    run([PYTHON, "benchmarks/real_programs/real_programs.py", "--quick", "--rounds", "1",
+         "--seed", str(seed), "--out", out, "--programs", ",".join(TRACED_PROGRAMS),
+         "--allocators", "trace", "--pagemalloc", f"trace={tracing_library}",
+         "--skip-binding-check", "--pagemalloc-env",
+         f"PAGEMALLOC_TRACE={raw}/{{program}}.%p.trace"], quiet=True)
+    largest = {}
+    for path in raw.glob("*.trace"):
+        program = path.name.split(".")[0]
+        if program not in largest or path.stat().st_size > largest[program].stat().st_size:
+            largest[program] = path
+    for program, path in largest.items():
+        path.rename(traces / f"{program}.trace")
+    shutil.rmtree(raw)
+
+
+def measure_replay(build, tracing_library, quick, seed=1):
+    """Records traces of real programs with the tracing drop-in (a library path), then replays
+    them through every variant, uncounted and counted; returns the two JSON paths."""
+    traces = results_directory() / "traces"
     if traces.exists():
         for old in traces.glob("*.trace"):
             old.unlink()
-    log("tree-overhead: recording run-manager traces of real programs")
-    run(["bash", "benchmarks/record_trace.sh", trace_build / "allocator" / "libpagemalloc.so",
-         traces], quiet=True)
+    progress.step("tree-overhead: recording run-manager traces of real programs")
+    if quick:
+        record_quick_traces(tracing_library, traces, seed)
+    else:
+        run(["bash", "benchmarks/record_trace.sh", tracing_library, traces], quiet=True)
     main_traces = sorted(p for p in traces.glob("*.trace") if ".other." not in p.name)
     if not main_traces:
         raise RuntimeError("no trace was recorded")
     outputs = []
     for binary in ["trace_replay", "trace_replay_counted"]:
-        out = RESULTS / f"{binary}.json"
-        args = ["--benchmark_repetitions=1"] if quick else []
-        log(f"tree-overhead: replay, {binary}, {len(main_traces)} traces")
+        out = results_directory() / f"{binary}.json"
+        args = ["--benchmark_repetitions=1", "--benchmark_min_time=0.05"] if quick else []
+        progress.step(f"tree-overhead: replay, {binary}, {len(main_traces)} traces")
         run([build / "benchmarks" / binary, *[f"--trace={t}" for t in main_traces],
              f"--benchmark_out={out}", "--benchmark_out_format=json", *args], quiet=True)
         outputs.append(out)
@@ -285,10 +324,11 @@ def goals(plain, counted):
 
 def report(info, micro_paths, replay_paths, workloads=None, real_programs=None):
     """Writes the paper's generated part; returns the summary lines to print."""
-    PAPER.mkdir(parents=True, exist_ok=True)
+    paper = paper_directory()
+    paper.mkdir(parents=True, exist_ok=True)
     plain, counted = (micro_table(p) for p in micro_paths)
     micro, micro_counters, counting_cost = micro_section(plain, counted)
-    micro_figure(plain, counted, PAPER / "micro.png")
+    micro_figure(plain, counted, paper / "micro.png")
     parts = [
         "# Tree overhead: measured results",
         "",
@@ -324,7 +364,7 @@ def report(info, micro_paths, replay_paths, workloads=None, real_programs=None):
         replay_linux = replay_table(replay_paths[0], "linux")
         replay_counted = replay_table(replay_paths[1], "pooled")
         replay, replay_counters = replay_section(replay_plain, replay_linux, replay_counted)
-        replay_figure(replay_plain, PAPER / "replay.png")
+        replay_figure(replay_plain, paper / "replay.png")
         parts += ["## Replay: the run-manager calls of real programs", "",
                   "![replay ratios](replay.png)", "",
                   "ns/call: the bookkeeping alone (chunks mapped and faulted in before the timed"
@@ -334,9 +374,9 @@ def report(info, micro_paths, replay_paths, workloads=None, real_programs=None):
         summary["replay"] = {f"{p}/{v}": cell for (p, v), cell in replay_plain.items()}
     for title, table in macro_section(workloads, real_programs):
         parts += [f"## Macro: {title}", "", table, ""]
-    (PAPER / "results.md").write_text("\n".join(parts))
-    write_json(PAPER / "summary.json", summary)
-    lines = ["tree overhead (papers/tree-overhead/results.md):"]
+    write_report(paper / "results.md", "\n".join(parts))
+    write_json(paper / "summary.json", summary)
+    lines = [f"tree overhead ({shown(paper / 'results.md')}):"]
     for n in sorted({n for (_, n) in plain}):
         lines.append(f"  n={n:>6}: " + "  ".join(
             f"{v} {f(plain.get((v, n), {}).get('ns'))} ns" for v in VARIANTS))

@@ -15,7 +15,8 @@ and one workload of this study's own, not the talk's:
 
 One process per allocator and round, interleaved (gbench.py): the peers run the benchmarks'
 `Malloc` rows under LD_PRELOAD (glibc: no preload), each pagemalloc variant runs the
-`Pagemalloc` rows of its own build, and `pagemalloc-arena` runs the explicit arena with a
+`Pagemalloc` rows of its own build (--quick: the pagemap variant only, one round of a
+shorter minimum time), and `pagemalloc-arena` runs the explicit arena with a
 reset per round (the bump-arena comparison of the talk) where the binary has it. The time of a
 case is the median over rounds of the wall time per round (small chunks: per 1600
 allocations and frees; threads: the total throughput's time per 1600, so lower is better for
@@ -37,12 +38,17 @@ kind and round, interleaved; single-thread cases by CPU time per round (the mach
 wall time counts other programs' time slices), threaded cases by wall time.
 """
 
-from allocators import PEERS, VARIANTS, benchmark_binary, peer_library
-from common import (PAPERS, RESULTS, fmt_ratio, geomean, log, machine_line, markdown_table,
-                    median, output_of, ratio, read_json, text_table, write_json)
+from allocators import PEERS, VARIANTS, benchmark_binary, measured_variants, peer_library
+from common import (fmt_ratio, geomean, machine_line, markdown_table, median, output_of,
+                    papers_directory, progress, ratio, read_json, results_directory, shown,
+                    text_table, write_json, write_report)
 from gbench import Entry, case_sort_key, case_title, cpu_ns, real_ns, run_rounds, samples
 
-PAPER = PAPERS / "allocator-workloads"
+
+def paper_directory():
+    return papers_directory() / "allocator-workloads"
+
+
 BINARIES = ["small_chunks_bench", "large_blocks_bench", "medium_blocks_bench"]
 ARENA_FILTER = "ArenaReset"
 ARENA_BINARY = "arena_rounds_bench"
@@ -67,13 +73,13 @@ def has_benchmarks(binary, pattern):
     return bool(listing.strip())
 
 
-def entries():
+def entries(quick=False):
     out = []
     for name in BINARIES:
         base = benchmark_binary("pagemap", name)
         for peer in PEERS:
             out.append(Entry(f"{peer}", base, "<Malloc>", peer_library(peer)))
-        for variant in VARIANTS:
+        for variant in measured_variants(quick):
             out.append(Entry(f"pagemalloc-{variant}", benchmark_binary(variant, name), "<Pagemalloc>"))
         if has_benchmarks(base, ARENA_FILTER):
             out.append(Entry("pagemalloc-arena", base, f"<{ARENA_FILTER}>"))
@@ -86,7 +92,8 @@ def entries():
 def measure(quick, rounds, seed):
     """Runs every allocator on every workload; returns {"cases": {case: {allocator: [ns]}}}."""
     min_time = "0.05" if quick else "0.2"
-    outputs = run_rounds("workloads", entries(), 1 if quick else rounds, seed,
+    progress.plan_steps(2 * (1 if quick else rounds))  # the workloads' rounds, the arena's
+    outputs = run_rounds("workloads", entries(quick), 1 if quick else rounds, seed,
                          [f"--benchmark_min_time={min_time}"])
     by_case = samples(outputs, real_ns)
     cases = {}
@@ -95,7 +102,7 @@ def measure(quick, rounds, seed):
             cases.setdefault(case, {}).setdefault(label.split("@")[0], []).extend(values)
     data = {"cases": cases, "rounds": 1 if quick else rounds,
             "arena_rounds": measure_arena_rounds(quick, rounds, seed)}
-    write_json(RESULTS / "workloads.json", data)
+    write_json(results_directory() / "workloads.json", data)
     return data
 
 
@@ -193,7 +200,8 @@ def fmt_percent(fraction):
 def report(info, data):
     """Writes papers/allocator-workloads/results.md and one PNG per workload; returns summary
     lines and the geometric-mean ratios of pagemalloc (pagemap) to every peer."""
-    PAPER.mkdir(parents=True, exist_ok=True)
+    paper = paper_directory()
+    paper.mkdir(parents=True, exist_ok=True)
     labels = allocators_in(data)
     rows, ratios = [], {peer: [] for peer in PEERS}
     group_ratios = {name: {peer: [] for peer in PEERS} for name, *_ in WORKLOADS}
@@ -221,7 +229,7 @@ def report(info, data):
                                   spread_rows)
     figures = []
     for name, file, title, prefix, xlabel in WORKLOADS:
-        figure(data, prefix, title, xlabel, PAPER / file)
+        figure(data, prefix, title, xlabel, paper / file)
         figures += [f"![{name}]({file})", ""]
     text = "\n".join([
         "# Allocator workloads: measured results", "",
@@ -234,17 +242,17 @@ def report(info, data):
         table, "", geo_table, "",
         "Spread of the rounds, (largest - smallest) / median, for each allocator:", "",
         spread_table, ""])
-    (PAPER / "results.md").write_text(text)
+    write_report(paper / "results.md", text)
     summary = {"machine": info, "medians": {c: {l: median(v) for l, v in d.items()}
                                             for c, d in data["cases"].items()},
                "geomean_ratio_to_peer": geo,
                "geomean_ratio_to_peer_by_workload": {
                    name: {p: geomean(group_ratios[name][p]) for p in PEERS}
                    for name, *_ in WORKLOADS}}
-    write_json(PAPER / "summary.json", summary)
+    write_json(paper / "summary.json", summary)
     arena = data.get("arena_rounds")
     arena_lines = report_arena_rounds(info, arena) if arena else []
-    lines = ["allocator workloads (papers/allocator-workloads/results.md), µs per round:",
+    lines = [f"allocator workloads ({shown(paper / 'results.md')}), µs per round:",
              text_table(["workload"] + labels + ["pm/best"], [[r[0]] + r[1:] for r in rows])]
     lines.append("  pagemalloc / peer (geomean): " +
                  ", ".join(f"{p} {fmt_ratio(geo[p])}" for p in PEERS))
@@ -306,7 +314,7 @@ def report_arena_rounds(info, data):
                             ratio_rows)
     legend = [f"- `{k}`: {ARENA_TITLES[k]}" for k in kinds]
     regions = data.get("regions_per_round") or []
-    arena_figure(data, PAPER / "arena_rounds.png")
+    arena_figure(data, paper_directory() / "arena_rounds.png")
     text = "\n".join([
         "# Allocator workloads: arena rounds", "",
         "Generated by `bash tools/study.sh --only workloads` (part of `bash tools/study.sh`);"
@@ -323,8 +331,8 @@ def report_arena_rounds(info, data):
         "Regions of 128 KiB the shared bump arena handed out per round, in spans of up to 4,"
         " each taken under the arena's lock (no other allocation takes it), per run: " +
         (", ".join(f"{r:.1f}" for r in regions) or "—") + ".", ""])
-    (PAPER / "arena_rounds.md").write_text(text)
-    lines = ["arena rounds (papers/allocator-workloads/arena_rounds.md), µs per round:",
+    write_report(paper_directory() / "arena_rounds.md", text)
+    lines = [f"arena rounds ({shown(paper_directory() / 'arena_rounds.md')}), µs per round:",
              text_table(["case"] + kinds, [[r[0]] + r[1:] for r in rows]),
              text_table(["case", "BumpArena/bare", "BumpMallocx/bare", "BumpResource/bare",
                          "PlainArena/bare", "BumpArena/monotonic", "monotonic/bare"], ratio_rows)]
@@ -337,5 +345,5 @@ if __name__ == "__main__":
     import sys
     from common import machine
     found = measure_arena_rounds(False, int(sys.argv[1]) if len(sys.argv) > 1 else 5, 1)
-    write_json(RESULTS / "arena_rounds.json", found)
+    write_json(results_directory() / "arena_rounds.json", found)
     print("\n".join(report_arena_rounds(machine(), found)))
