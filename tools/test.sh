@@ -39,7 +39,7 @@ test_launcher=()
 # extra ctest arguments.
 run_tree() {
   local tree=$1; shift
-  local dir=build/$tree log=build/$tree/ctest.log
+  local dir=build/$tree log=build/$tree/ctest.log started=$SECONDS
   echo "==== $tree: configure and build ($dir)"
   if ! cmake --preset "$tree" || ! cmake --build "$dir" -j "$jobs"; then
     summaries+=("$tree: BUILD FAILED")
@@ -47,7 +47,7 @@ run_tree() {
     return
   fi
   echo "==== $tree: test"
-  local status=0
+  local status=0 summary_index=${#summaries[@]}
   "${test_launcher[@]}" ctest --test-dir "$dir" --output-on-failure --no-tests=error \
     -j "$jobs" --timeout 900 "$@" </dev/null 2>&1 | tee "$log" || status=$?
   # ctest ends with "NN% tests passed, F tests failed out of T".
@@ -68,10 +68,16 @@ run_tree() {
       summaries+=("  $tree:$test_line")
     done < <(sed -n '/^The following tests FAILED:/,/^Errors while running/p' "$log" |
              grep -E '^[[:space:]]+[0-9]+ - ' || true)
+    # and the first lines in which the failed tests said why (a drop-in test's "FAIL: ...",
+    # googletest's "...: Failure" and the line after it), since a long log may be cut.
+    while IFS= read -r why_line; do
+      summaries+=("    $why_line")
+    done < <(grep -E -A1 '^FAIL|: Failure$' "$log" | grep -v '^--$' | head -n 10 || true)
   else
     summaries+=("$tree: ok, $passed passed, $failures failed")
   fi
-  echo "==== ${summaries[-1]}"
+  summaries[$summary_index]+=" in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s"
+  echo "==== ${summaries[$summary_index]}"
 }
 
 run_tree release
@@ -88,7 +94,7 @@ run_tree tsan --label-regex '^threads$'
 
 echo "==== summary"
 printf '%s\n' "${summaries[@]}"
-echo "$total_passed passed, $total_failed failed"
+echo "$total_passed passed, $total_failed failed in $((SECONDS / 60)) min"
 if [ "$failed" -ne 0 ]; then
   echo "TESTS FAILED"
   exit 1

@@ -18,7 +18,9 @@
 #   that it does): with fmt's floating-point writers in it the text was 172 KiB, all of it
 #   resident. With the default run manager the text is some 130 KiB, of which some 60 KiB is
 #   resident; where the file lies in large folios (a copy just written, on this kernel) most of
-#   it is: 120 KiB. The rbtree run manager's adds about 25 KiB.
+#   it is: 120 KiB. The other designs run other code and have more of it (the rbtree run
+#   manager's text is 164 KiB against the default's 142), so their trees set START_UP_TEXT_KIB
+#   (tests/CMakeLists.txt): the bound the text's resident KiB is held to, 160 unless set.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
@@ -74,9 +76,10 @@ for _ in 1 2 3 4 5; do
   if [ "$preloaded" -eq 0 ] || [ "$q" -lt "$preloaded" ]; then preloaded=$q; text=$t; fi
 done
 extra=$((preloaded - plain))
-if [ "$text" -gt 160 ]; then
-  echo "FAIL: one malloc under LD_PRELOAD=$lib: $text KiB of its text resident (at most 160" \
-    "expected)" >&2
+text_limit=${START_UP_TEXT_KIB:-160}
+if [ "$text" -gt "$text_limit" ]; then
+  echo "FAIL: one malloc under LD_PRELOAD=$lib: $text KiB of its text resident (at most" \
+    "$text_limit expected)" >&2
   exit 1
 fi
 if [ "$extra" -gt 640 ]; then
