@@ -23,6 +23,11 @@
 //   BumpArena          pagemalloc::BumpArena (inline bump, reset())
 //   BumpMallocx        pm_mallocx(S, PM_ARENA(i)) of a PM_ARENA_BUMP arena, pm_arena_reset(i)
 //   BumpResource       pagemalloc::ArenaResource (a bump arena) through memory_resource&
+//   BumpCursorInline   a C program's path: pm_arena_bump_inline(&cursor, S) of a
+//                      PM_ARENA_BUMP arena (pagemalloc.h), pm_arena_reset(i)
+//   BumpCursorCall     a binding's path that can only call: pm_arena_bump(&cursor, S, 0)
+//   MonotonicVirtual   Monotonic through memory_resource& (a virtual call per chunk, as a pmr
+//                      container makes; Monotonic's calls are resolved at compile time)
 //   PlainArena         pm_mallocx(S, PM_ARENA(i)) of a pm_arena_create() arena (slabs and
 //                      runs), pm_arena_reset(i)
 //   PmMallocFree       pm_malloc / pm_free per chunk, for reference
@@ -136,6 +141,43 @@ class ArenaByIndex {
 };
 using BumpMallocx = ArenaByIndex<PM_ARENA_BUMP>;
 using PlainArena = ArenaByIndex<0>;
+
+// A C program's cursor over a bump arena: inline bumps (kInline) or one call per chunk.
+template <bool kInline>
+class BumpCursor {
+ public:
+  BumpCursor() { cursor_.arena = arena_; }
+  ~BumpCursor() { pm_arena_destroy(arena_); }
+  BumpCursor(const BumpCursor&) = delete;
+  BumpCursor& operator=(const BumpCursor&) = delete;
+  void* allocate(std::size_t size) {
+    if constexpr (kInline) return pm_arena_bump_inline(&cursor_, size);
+    return pm_arena_bump(&cursor_, size, 0);
+  }
+  void free_one(void* p, std::size_t) { pm_free(p); }
+  void end_round(const Chunks&, const std::size_t*, const bool*) {
+    pm_arena_reset(arena_);
+    cursor_.next = cursor_.end = cursor_.begin = nullptr;  // as pagemalloc.h asks
+    cursor_.blocks = cursor_.skipped = 0;
+  }
+
+ private:
+  unsigned arena_ = pm_arena_create_ex(PM_ARENA_BUMP);
+  pm_bump_cursor cursor_{};
+};
+using BumpCursorInline = BumpCursor<true>;
+using BumpCursorCall = BumpCursor<false>;
+
+class MonotonicVirtual {
+ public:
+  void* allocate(std::size_t size) { return memory_->allocate(size, kAlign); }
+  void free_one(void* p, std::size_t size) { memory_->deallocate(p, size, kAlign); }
+  void end_round(const Chunks&, const std::size_t*, const bool*) { resource_.release(); }
+
+ private:
+  std::pmr::monotonic_buffer_resource resource_;
+  std::pmr::memory_resource* memory_ = &resource_;
+};
 
 class BumpResource {
  public:
@@ -327,6 +369,9 @@ BENCHMARK_TEMPLATE(BM_ResetRound, UnsyncPool)->Apply(chunk_sizes);
 BENCHMARK_TEMPLATE(BM_ResetRound, BumpArena)->Apply(chunk_sizes);
 BENCHMARK_TEMPLATE(BM_ResetRound, BumpMallocx)->Apply(chunk_sizes);
 BENCHMARK_TEMPLATE(BM_ResetRound, BumpResource)->Apply(chunk_sizes);
+BENCHMARK_TEMPLATE(BM_ResetRound, BumpCursorInline)->Apply(chunk_sizes);
+BENCHMARK_TEMPLATE(BM_ResetRound, BumpCursorCall)->Apply(chunk_sizes);
+BENCHMARK_TEMPLATE(BM_ResetRound, MonotonicVirtual)->Apply(chunk_sizes);
 BENCHMARK_TEMPLATE(BM_ResetRound, PlainArena)->Apply(chunk_sizes);
 BENCHMARK_TEMPLATE(BM_ResetRound, PmMallocFree)->Apply(chunk_sizes);
 
@@ -336,6 +381,9 @@ BENCHMARK_TEMPLATE(BM_GoArenaRound, UnsyncPool);
 BENCHMARK_TEMPLATE(BM_GoArenaRound, BumpArena);
 BENCHMARK_TEMPLATE(BM_GoArenaRound, BumpMallocx);
 BENCHMARK_TEMPLATE(BM_GoArenaRound, BumpResource);
+BENCHMARK_TEMPLATE(BM_GoArenaRound, BumpCursorInline);
+BENCHMARK_TEMPLATE(BM_GoArenaRound, BumpCursorCall);
+BENCHMARK_TEMPLATE(BM_GoArenaRound, MonotonicVirtual);
 BENCHMARK_TEMPLATE(BM_GoArenaRound, PlainArena);
 BENCHMARK_TEMPLATE(BM_GoArenaRound, PmMallocFree);
 

@@ -318,6 +318,61 @@ TEST(BumpArenaBlocks, CursorCallsRefuseBadInputAndChangeNothing) {
   EXPECT_EQ(arena_stats(arena.index()).blocks, 0u);
 }
 
+// pm_arena_bump_inline (C's inline path) and pm_arena_bump (one call a block) over one cursor:
+// every size up to 16 KiB, over several spans and a reset.
+TEST(BumpArenaBlocks, CursorInlineAndCallPathsServeDistinctCountedBlocks) {
+  ScopedBumpArena arena;
+  pm_bump_cursor cursor{};
+  cursor.arena = arena.index();
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::pair<void*, std::size_t>> blocks;
+    std::size_t bytes = 0;
+    for (std::size_t i = 0; bytes < 2 * kBumpRegionSize + 100 * KiB; ++i) {
+      const std::size_t size = i % 97 == 0 ? 16 * KiB : (i * 37) % 700;
+      void* p = i % 2 == 0 ? pm_arena_bump_inline(&cursor, size) : pm_arena_bump(&cursor, size, 0);
+      ASSERT_NE(p, nullptr) << "block " << i << " of " << size << " bytes";
+      EXPECT_TRUE(is_bumped(p));
+      EXPECT_TRUE(is_aligned(p, 16));
+      EXPECT_EQ(pm_sallocx(p, 0), bump_usable(size)) << size;
+      fill(p, size, unsigned(i));
+      blocks.emplace_back(p, size);
+      bytes += bump_usable(size);
+    }
+    for (std::size_t i = 0; i < blocks.size(); ++i)
+      ASSERT_TRUE(intact(blocks[i].first, blocks[i].second, unsigned(i))) << "block " << i;
+    pm_arena_bump_flush(&cursor);
+    EXPECT_EQ(arena_stats(arena.index()).blocks, blocks.size()) << "round " << round;
+    EXPECT_EQ(arena_stats(arena.index()).allocated, bytes) << "round " << round;
+    ASSERT_EQ(pm_arena_reset(arena.index()), 0);
+    EXPECT_EQ(arena_stats(arena.index()).blocks, 0u);
+    cursor.next = cursor.end = cursor.begin = nullptr;  // as pagemalloc.h asks after a reset
+    cursor.blocks = cursor.skipped = 0;
+  }
+}
+
+// A cursor left as it was across a reset: its call takes a span of the new round (the span it
+// held may be lent to another cursor), and counts only what it bumps after the reset.
+TEST(BumpArenaBlocks, CursorCallAfterAResetTakesASpanOfTheNewRound) {
+  ScopedBumpArena arena;
+  pm_bump_cursor stale{};
+  stale.arena = arena.index();
+  for (int i = 0; i < 10; ++i) ASSERT_NE(pm_arena_bump(&stale, 64, 0), nullptr);
+  ASSERT_EQ(pm_arena_reset(arena.index()), 0);
+  pm_bump_cursor fresh{};
+  fresh.arena = arena.index();
+  void* theirs = pm_arena_bump(&fresh, 64, 0);
+  ASSERT_NE(theirs, nullptr);
+  fill(theirs, 64, 7);
+  void* mine = pm_arena_bump(&stale, 64, 0);
+  ASSERT_NE(mine, nullptr);
+  fill(mine, 64, 9);
+  EXPECT_NE(mine, theirs);
+  EXPECT_TRUE(intact(theirs, 64, 7)) << "the stale cursor bumped over a block of the new round";
+  pm_arena_bump_flush(&stale);
+  pm_arena_bump_flush(&fresh);
+  EXPECT_EQ(arena_stats(arena.index()).blocks, 2u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Reset and destroy.
 

@@ -53,14 +53,18 @@ BINARIES = ["small_chunks_bench", "large_blocks_bench", "medium_blocks_bench"]
 ARENA_FILTER = "ArenaReset"
 ARENA_BINARY = "arena_rounds_bench"
 # The arena-rounds kinds (template arguments in arena_rounds_bench), in the tables' order.
-ARENA_KINDS = ["BareBump", "BumpArena", "BumpMallocx", "BumpResource", "Monotonic", "UnsyncPool",
-               "PlainArena", "PmMallocFree", "SharedBumpMallocx"]
+ARENA_KINDS = ["BareBump", "BumpArena", "BumpCursorInline", "BumpCursorCall", "BumpMallocx",
+               "BumpResource", "Monotonic", "MonotonicVirtual", "UnsyncPool", "PlainArena",
+               "PmMallocFree", "SharedBumpMallocx"]
 ARENA_TITLES = {
     "BareBump": "bare bump pointer (pre-faulted buffer)",
     "BumpArena": "pagemalloc::BumpArena",
+    "BumpCursorInline": "pm_arena_bump_inline(&cursor, size): C's inline path",
+    "BumpCursorCall": "pm_arena_bump(&cursor, size, 0): one call a block",
     "BumpMallocx": "pm_mallocx(PM_ARENA(bump arena))",
     "BumpResource": "pagemalloc::ArenaResource (bump)",
     "Monotonic": "std::pmr::monotonic_buffer_resource",
+    "MonotonicVirtual": "std::pmr::monotonic_buffer_resource through memory_resource&",
     "UnsyncPool": "std::pmr::unsynchronized_pool_resource",
     "PlainArena": "pm_mallocx(PM_ARENA(arena of slabs and runs))",
     "PmMallocFree": "pm_malloc / pm_free",
@@ -306,12 +310,16 @@ def report_arena_rounds(info, data):
         ratio_rows.append([arena_case_title(case)] +
                           [fmt_ratio(ratio(med.get(k), bare))
                            for k in ("BumpArena", "BumpMallocx", "BumpResource", "PlainArena")] +
-                          [fmt_ratio(ratio(med.get("BumpArena"), mono)), fmt_ratio(ratio(mono, bare))])
+                          [fmt_ratio(ratio(med.get("BumpArena"), mono)), fmt_ratio(ratio(mono, bare))] +
+                          [fmt_ratio(ratio(med.get(k), mono))
+                           for k in ("BumpCursorInline", "BumpCursorCall", "BumpMallocx")] +
+                          [fmt_ratio(ratio(med.get("BumpCursorCall"), med.get("MonotonicVirtual")))])
     table = markdown_table(["case"] + [f"{k} µs" for k in kinds], rows)
-    ratios = markdown_table(["case", "BumpArena / bare", "BumpMallocx / bare",
-                             "BumpResource / bare",
-                             "PlainArena / bare", "BumpArena / monotonic", "monotonic / bare"],
-                            ratio_rows)
+    ratio_titles = ["case", "BumpArena / bare", "BumpMallocx / bare", "BumpResource / bare",
+                    "PlainArena / bare", "BumpArena / monotonic", "monotonic / bare",
+                    "BumpCursorInline / monotonic", "BumpCursorCall / monotonic",
+                    "BumpMallocx / monotonic", "BumpCursorCall / monotonic virtual"]
+    ratios = markdown_table(ratio_titles, ratio_rows)
     legend = [f"- `{k}`: {ARENA_TITLES[k]}" for k in kinds]
     regions = data.get("regions_per_round") or []
     arena_figure(data, paper_directory() / "arena_rounds.png")
@@ -334,8 +342,7 @@ def report_arena_rounds(info, data):
     write_report(paper_directory() / "arena_rounds.md", text)
     lines = [f"arena rounds ({shown(paper_directory() / 'arena_rounds.md')}), µs per round:",
              text_table(["case"] + kinds, [[r[0]] + r[1:] for r in rows]),
-             text_table(["case", "BumpArena/bare", "BumpMallocx/bare", "BumpResource/bare",
-                         "PlainArena/bare", "BumpArena/monotonic", "monotonic/bare"], ratio_rows)]
+             text_table([t.replace(" / ", "/") for t in ratio_titles], ratio_rows)]
     return lines
 
 

@@ -139,6 +139,24 @@ typedef struct pm_bump_cursor {
 void* pm_arena_bump(pm_bump_cursor* cursor, size_t size, int flags);
 void pm_arena_bump_flush(pm_bump_cursor* cursor);
 
+/* A block of size bytes (16-byte aligned) bumped from the cursor: inline while its span has
+ * room (an add, a compare and three stores, as pagemalloc::BumpArena's), else pm_arena_bump
+ * with flags 0. The path for C programs; a binding that can only call takes pm_arena_bump,
+ * whose span with room serves the block with no lock. NULL with errno = ENOMEM (EINVAL:
+ * the cursor's arena names no bump arena). */
+static inline void* pm_arena_bump_inline(pm_bump_cursor* cursor, size_t size) {
+  /* stride - 1 wraps for a size of 0 and of nearly SIZE_MAX: the call serves those. */
+  const size_t stride = (size + 15) & ~(size_t)15;
+  char* const block = cursor->next;
+  if (stride - 1 < (size_t)cursor->end - (size_t)block) { /* 0 while the cursor is empty */
+    cursor->next = block + stride;
+    *(unsigned short*)(((size_t)block >> 3) + cursor->size_map) = (unsigned short)(stride >> 4);
+    ++cursor->blocks;
+    return block;
+  }
+  return pm_arena_bump(cursor, size, 0);
+}
+
 typedef struct pm_arena_stats {
   size_t blocks;    /* live blocks */
   size_t allocated; /* bytes in live blocks (usable sizes) */

@@ -80,6 +80,10 @@ struct PmApi {
       errno = EINVAL;
       return nullptr;
     }
+    if (flags == 0) [[likely]] {
+      if (void* p = heap().bump_from_current_span(*cursor, size)) [[likely]]
+        return p;
+    }
     const auto f = decode_flags(flags);
     return heap().bump_from_cursor(*cursor, size, f.align, f.zero);
   }

@@ -149,6 +149,13 @@ class Allocator<Config>::BumpSpace {
     }
     return allocate_with_new_lease(lease, size, align);
   }
+  // pm_arena_bump's first try: a block of 16-byte alignment from the cursor's span while the
+  // span is of the current epoch and has room; nullptr otherwise. No lock.
+  void* bump_current(pm_bump_cursor& cursor, std::size_t size) {
+    if (size > kBumpMaxBlock || cursor.epoch != epoch_.load(std::memory_order_acquire))
+      return nullptr;
+    return bump(cursor, size, kBumpGranule);
+  }
   // pm_arena_bump: a block from the cursor, refilled with a new region when full.
   void* allocate_from_cursor(pm_bump_cursor& cursor, std::size_t size, std::size_t align);
   // pm_arena_bump_flush: the cursor's counts to the arena.

@@ -61,12 +61,12 @@ void* Allocator<Config>::BumpSpace::allocate_with_new_lease(BumpLease& lease, st
 template <class Config>
 void* Allocator<Config>::BumpSpace::allocate_from_cursor(pm_bump_cursor& cursor, std::size_t size,
                                                          std::size_t align) {
-  LockGuard guard(lock_);
-  const bool current = cursor.epoch == epoch_.load(std::memory_order_relaxed);
-  if (current) {
-    if (void* p = bump(cursor, size, align)) return p;  // an alignment the inline path left
-    take_back(cursor, false);
+  // A span of the current epoch with room serves an aligned block with no lock too.
+  if (cursor.epoch == epoch_.load(std::memory_order_acquire)) {
+    if (void* p = bump(cursor, size, align)) return p;
   }
+  LockGuard guard(lock_);
+  take_back(cursor, false);  // the span is full: its counts first (none of an older epoch)
   cursor.arena = index_;
   if (!lend_region(cursor, size, align)) return nullptr;
   return bump(cursor, size, align);

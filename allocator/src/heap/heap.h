@@ -98,6 +98,12 @@ class Allocator<Config>::Heap {
   // pm_arena_bump: a block from a BumpArena's cursor (bump_space.h), or from the arena's
   // ordinary path when too large; nullptr with errno = EINVAL (no bump arena) or ENOMEM.
   void* bump_from_cursor(pm_bump_cursor& cursor, std::size_t size, std::size_t align, bool zero);
+  // pm_arena_bump's path with no call: a block of 16-byte alignment from the cursor's span of
+  // its arena's current epoch, or nullptr (then bump_from_cursor).
+  void* bump_from_current_span(pm_bump_cursor& cursor, std::size_t size) {
+    ExplicitArena* e = explicit_.find(cursor.arena);
+    return e != nullptr ? e->bump.bump_current(cursor, size) : nullptr;
+  }
   void flush_cursor(pm_bump_cursor& cursor);
   // What pm_mallocx gives for this request in the arena if it is a bump arena and the block
   // is bumped; else 0.
