@@ -1,6 +1,7 @@
 // pm_stats_print: the statistics as text or as one JSON object, formatted with fmt into a
-// buffer on the stack (printing must not allocate: it may run at exit, under the drop-in);
-// and the statistics at exit that PAGEMALLOC_CONF's stats_print and stats_file ask for.
+// buffer on the stack (printing must not allocate: it may run at exit, under the drop-in) and
+// written by write_fully (not a cancellation point); and the statistics at exit that
+// PAGEMALLOC_CONF's stats_print and stats_file ask for.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -38,10 +39,12 @@ void expand_stats_file(const char* pattern, char* out, std::size_t capacity) {
 }  // namespace
 
 // At exit: to stats_file when set (appended), else to stderr. A file that cannot be opened is
-// warned about, and the statistics go to stderr instead of being lost.
+// warned about, and the statistics go to stderr instead of being lost. Not a cancellation
+// point (open and close are ones), as pm_stats_print is not.
 void pagemalloc::print_stats_at_exit() {
   const pagemalloc::Options& o = pagemalloc::options();
   if (!o.stats_print.load()) return;
+  const pagemalloc::CancellationHeldOff held_off;
   const int json = o.stats_json.load() ? 1 : 0;
   if (o.stats_file[0] == '\0') return pm_stats_print(STDERR_FILENO, json);
   char path[pagemalloc::kStatsFileCapacity + 32];

@@ -15,6 +15,8 @@
 //                        return EINVAL, as glibc's do
 //
 // The text is formatted on the stack: malloc_stats may run where allocating is unwelcome.
+// Neither is a cancellation point (glibc's malloc_stats is not): a thread with a cancellation
+// pending gets the whole report, and the request acts at its next cancellation point.
 #include <malloc.h>
 #include <unistd.h>
 
@@ -79,6 +81,7 @@ __attribute__((visibility("default"))) void malloc_stats(void) noexcept {
                                   "max mmap regions = {:10}\n"
                                   "max mmap bytes   = {:10}\n",
                                   s.mapped, s.allocated, s.mapped, s.allocated, 0, 0);
+  const pagemalloc::CancellationHeldOff held_off;
   std::fflush(stderr);  // after what the program wrote there, as glibc's does
   pagemalloc::write_fully(STDERR_FILENO,
                           std::string_view(text, r.size < sizeof(text) ? r.size : sizeof(text)));
@@ -104,6 +107,7 @@ __attribute__((visibility("default"))) int malloc_info(int options, FILE* stream
                                   "</malloc>\n",
                                   free_bytes(s), s.mapped);
   text[r.size < sizeof(text) - 1 ? r.size : sizeof(text) - 1] = '\0';
+  const pagemalloc::CancellationHeldOff held_off;
   return std::fputs(text, stream) < 0 ? -1 : 0;
 }
 

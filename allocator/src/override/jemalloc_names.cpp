@@ -6,7 +6,7 @@
 //   mallocx rallocx xallocx sallocx dallocx sdallocx nallocx   as pm_*allocx (the flags have
 //                     jemalloc's layout already; MALLOCX_TCACHE bits are ignored)
 //   malloc_stats_print   pagemalloc's statistics, as text or as JSON (opts holding 'J'), to
-//                     the callback or to stderr
+//                     the callback or to stderr (not a cancellation point, as malloc_stats)
 //   mallctl           the names below; any other gets ENOENT, as from a jemalloc without it
 //
 // mallctl names (jemalloc's types; reading with a wrong *oldlenp gives EINVAL, writing a
@@ -44,6 +44,7 @@
 #include "design/placement.h"
 #include "heap/heap.h"
 #include "pagemalloc/pagemalloc.h"
+#include "support/diagnostics.h"
 #include "support/flags.h"
 #include "threads/thread_cache.h"
 
@@ -192,12 +193,7 @@ void malloc_stats_print(void (*write_cb)(void*, const char*), void* cbopaque, co
   const std::size_t n = pagemalloc::format_stats(buffer, sizeof(buffer) - 1, json);
   buffer[n] = '\0';
   if (write_cb != nullptr) return write_cb(cbopaque, buffer);
-  std::size_t done = 0;
-  while (done < n) {
-    const ssize_t w = ::write(STDERR_FILENO, buffer + done, n - done);
-    if (w <= 0) return;
-    done += std::size_t(w);
-  }
+  pagemalloc::write_fully(STDERR_FILENO, std::string_view(buffer, n));
 }
 
 }  // extern "C"

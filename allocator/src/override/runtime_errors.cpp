@@ -8,13 +8,15 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "support/diagnostics.h"
+
 namespace {
 
+// write_fully holds cancellation off: a thread with a cancellation pending still aborts.
 [[noreturn]] void report_and_abort(std::string_view what) {
-  constexpr std::string_view prefix = "pagemalloc: internal error: ";
-  [[maybe_unused]] auto written = write(STDERR_FILENO, prefix.data(), prefix.size());
-  written = write(STDERR_FILENO, what.data(), what.size());
-  written = write(STDERR_FILENO, "\n", 1);
+  pagemalloc::write_fully(STDERR_FILENO, "pagemalloc: internal error: ");
+  pagemalloc::write_fully(STDERR_FILENO, what);
+  pagemalloc::write_fully(STDERR_FILENO, "\n");
   std::abort();
 }
 

@@ -20,6 +20,9 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <new>
+#include <string_view>
+
+#include "support/diagnostics.h"
 
 // The references themselves: weak, so that the drop-in links without libstdc++ (by the C
 // driver, allocator/CMakeLists.txt; -z defs accepts an undefined weak reference). The personality
@@ -76,7 +79,7 @@ inline std::new_handler current_new_handler() {
   static constexpr char kMessage[] =
       "pagemalloc: operator new: out of memory, and no C++ runtime in the process to throw "
       "std::bad_alloc\n";
-  [[maybe_unused]] const auto written = write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+  write_fully(STDERR_FILENO, std::string_view(kMessage, sizeof kMessage - 1));
   std::abort();
 }
 

@@ -1,7 +1,9 @@
 // Misuse reports and warnings: fmt formats into a buffer on the stack and write(2) sends it,
-// so reporting works even when the heap is corrupt or its lock is held.
+// so reporting works even when the heap is corrupt or its lock is held, with cancellation
+// held off.
 #include "support/diagnostics.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -17,8 +19,7 @@ void write_line(fmt::format_string<Args...> format, Args&&... args) {
   auto result = fmt::format_to_n(buffer, sizeof(buffer) - 1, format, std::forward<Args>(args)...);
   std::size_t length = std::min(result.size, sizeof(buffer) - 1);
   buffer[length] = '\n';
-  ssize_t ignored = ::write(STDERR_FILENO, buffer, length + 1);
-  (void)ignored;
+  write_fully(STDERR_FILENO, std::string_view(buffer, length + 1));
 }
 
 }  // namespace
@@ -36,7 +37,17 @@ void report_size_mismatch(const char* call, const void* ptr, std::size_t size, s
 
 void warn(std::string_view message) { write_line("pagemalloc: {}", message); }
 
+CancellationHeldOff::CancellationHeldOff() {
+  ::pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &state_before_);
+}
+
+CancellationHeldOff::~CancellationHeldOff() {
+  int held_off;
+  ::pthread_setcancelstate(state_before_, &held_off);
+}
+
 void write_fully(int fd, std::string_view text) {
+  const CancellationHeldOff held_off;
   const char* data = text.data();
   std::size_t size = text.size();
   while (size > 0) {
