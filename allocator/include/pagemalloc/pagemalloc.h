@@ -154,7 +154,14 @@ static inline void* pm_arena_bump_inline(pm_bump_cursor* cursor, size_t size) {
     ++cursor->blocks;
     return block;
   }
-  return pm_arena_bump(cursor, size, 0);
+  {
+    /* The call gets a copy, never the cursor's address: a cursor whose address no call has seen
+     * stays in registers across the caller's own calls and stores (a memset of the block). */
+    pm_bump_cursor copy = *cursor;
+    void* const refilled = pm_arena_bump(&copy, size, 0);
+    *cursor = copy;
+    return refilled;
+  }
 }
 
 typedef struct pm_arena_stats {
