@@ -2,12 +2,15 @@
  * calls (or of sleep): does the allocator give the burst's pages back while the program runs
  * on, within about its decay time?
  *
- *   burst_then_small [burst_mib=200] [seconds=13] [idle=0] [sample_ms=100] [seed=1]
+ *   burst_then_small [burst_mib=200] [seconds=13] [idle=0] [pairs=0] [sample_ms=100] [seed=1]
  *
  * The burst allocates blocks of random sizes from 4 KiB to 256 KiB, writing every page, until
  * burst_mib MiB are live, checks and frees them all. Then for `seconds` seconds it either
  * makes small calls (idle=0: malloc and free of 16-512 bytes over a working set of 1,000
- * blocks, checked) or sleeps (idle=1). It samples its own resident size every sample_ms
+ * blocks, checked), or only calls a thread cache serves (pairs=1: a thousand malloc and free
+ * pairs of 16 to 2,015 bytes, one more each call, each block written through a volatile
+ * pointer so that the compiler keeps the calls, then a 1 ms sleep), or sleeps (idle=1). It
+ * samples its own resident size every sample_ms
  * milliseconds from the start and prints the curve, one line per sample:
  *
  *   sample <ms since the start> <resident KiB> <phase: burst|after>
@@ -38,6 +41,7 @@ int main(int argc, char** argv) {
       {"burst_mib", 200, 1, 1 << 16, "MiB live at the end of the burst"},
       {"seconds", 13, 1, 3600, "length of the stretch after the burst"},
       {"idle", 0, 0, 1, "1: sleep after the burst instead of small calls"},
+      {"pairs", 0, 0, 1, "1: malloc and free pairs after the burst, a 1 ms sleep a thousand"},
       {"sample_ms", 100, 1, 60000, "resident size sampled every this many ms"},
       {"seed", 1, 0, UINT64_MAX, "random sequence"},
   };
@@ -46,6 +50,7 @@ int main(int argc, char** argv) {
   const uint64_t burst = parameter(p, n, "burst_mib") << 20;
   const uint64_t seconds = parameter(p, n, "seconds");
   const int idle = (int)parameter(p, n, "idle");
+  const int pairs = (int)parameter(p, n, "pairs");
   struct random_state r = random_seeded(parameter(p, n, "seed"));
   struct sampler s = {now_ms(), 0, parameter(p, n, "sample_ms"), 0, 0};
   s.next_ms = s.start_ms;
@@ -88,6 +93,19 @@ int main(int argc, char** argv) {
     if (idle) {
       sample_if_due(&s, "after");
       usleep(10000);
+      continue;
+    }
+    if (pairs) {
+      static size_t pair_size = 16;
+      for (int k = 0; k < 1000; ++k) {
+        unsigned char* volatile block = checked_malloc(pair_size);
+        block[0] = (unsigned char)pair_size;
+        free(block);
+        pair_size = pair_size >= 2015 ? 16 : pair_size + 1;
+        ++calls;
+      }
+      usleep(1000);
+      sample_if_due(&s, "after");
       continue;
     }
     for (int k = 0; k < 1000; ++k) {

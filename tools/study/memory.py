@@ -9,6 +9,7 @@ shuffled from the seed and the round, each started through measure_run
 
   sparse          sparse_blocks: 32,768 live blocks of 64-512 KiB, one byte touched in each
                   (--quick: 4,096)
+  sparse-16k      the same with 16,384 live blocks (--quick: 2,048)
   sparse-beside-small  sparse_blocks: 8,192 live blocks of 8-16 KiB, one byte touched in
                   each, after 16 MiB of 64-byte blocks (--quick: 2,048 after 10 MiB): where
                   an allocator that backs a large heap's blocks ahead of use would back them
@@ -18,6 +19,8 @@ shuffled from the seed and the round, each started through measure_run
                   resident
   burst           burst_then_small: 200 MB in blocks of 4-256 KiB, all freed, then small
                   malloc/free calls for decay + 3 s, its resident size sampled every 100 ms
+  burst-fast-path the same, then only malloc/free pairs of 16 to 2,015 bytes that a thread
+                  cache serves, a 1 ms sleep every thousand (no call reaches an arena)
   burst-idle      the same, sleeping after the burst; pagemalloc with background_thread:true
   small programs  cfrac_like, espresso_like, glibc_simple, mleak, mstress (the allocation
                   patterns of mimalloc-bench's small programs) and an empty C program
@@ -37,6 +40,7 @@ The criteria (the medians over the rounds that succeeded):
                 of the three sparse programs)
   burst         resident <= half the burst (100 MiB) at the first sample decay + 3 s after the
                 burst was freed, while the small calls go on
+  burst-fast-path  resident <= 10% of the burst (20 MiB) at the same time, while the pairs go on
   burst-idle    resident <= 10% of the burst (20 MiB) at the same time, with
                 background_thread:true, while the program sleeps
   small         geometric mean of pagemalloc's peak RSS / glibc's <= 1.3, and no program > 2
@@ -86,6 +90,8 @@ BURST_SECONDS = (DECAY_MS + 3000) // 1000 + 1
 PROGRAMS = [
     Program("sparse", "sparse_blocks", [], ["blocks=4096"], "sparse",
             "32,768 live blocks of 64-512 KiB, one byte touched in each"),
+    Program("sparse-16k", "sparse_blocks", ["blocks=16384"], ["blocks=2048"], "sparse",
+            "16,384 live blocks of 64-512 KiB, one byte touched in each"),
     Program("sparse-beside-small", "sparse_blocks",
             ["blocks=8192", "least_kib=8", "most_kib=16", "small_mib=16"],
             ["blocks=2048", "least_kib=8", "most_kib=16", "small_mib=10"], "sparse",
@@ -98,6 +104,10 @@ PROGRAMS = [
             [f"burst_mib={BURST_MIB}", f"seconds={BURST_SECONDS}"], [], "burst",
             f"{BURST_MIB} MB allocated and freed, then {BURST_SECONDS} s of small calls",
             f"decay_ms:{DECAY_MS}"),
+    Program("burst-fast-path", "burst_then_small",
+            [f"burst_mib={BURST_MIB}", f"seconds={BURST_SECONDS}", "pairs=1"], [], "burst",
+            f"{BURST_MIB} MB allocated and freed, then {BURST_SECONDS} s of malloc/free pairs "
+            "a thread cache serves", f"decay_ms:{DECAY_MS}"),
     Program("burst-idle", "burst_then_small",
             [f"burst_mib={BURST_MIB}", f"seconds={BURST_SECONDS}", "idle=1"], [], "burst",
             f"{BURST_MIB} MB allocated and freed, then {BURST_SECONDS} s asleep",
@@ -300,6 +310,7 @@ def report(info, data):
 
     # Sparse blocks: large ones alone, and smaller ones beside a heap of small blocks.
     for name, heading in (("sparse", "Sparse large blocks"),
+                          ("sparse-16k", "Sparse large blocks, 16,384 live"),
                           ("sparse-beside-small", "Sparse blocks beside small ones"),
                           ("calloc-after-sparse", "Zeroed blocks after a sparsely touched one")):
         if name not in table:
@@ -324,7 +335,8 @@ def report(info, data):
 
     # The bursts.
     burst_rows = []
-    for name, limit in (("burst", BURST_LIMIT), ("burst-idle", IDLE_LIMIT)):
+    for name, limit in (("burst", BURST_LIMIT), ("burst-fast-path", IDLE_LIMIT),
+                        ("burst-idle", IDLE_LIMIT)):
         entry = data["programs"][name]
         rows = []
         for a in ALLOCATORS:
