@@ -23,7 +23,8 @@ shuffled from the seed and the round, each started through measure_run
                   cache serves, a 1 ms sleep every thousand (no call reaches an arena)
   burst-idle      the same, sleeping after the burst; pagemalloc with background_thread:true
   small programs  cfrac_like, espresso_like, glibc_simple, mleak, mstress (the allocation
-                  patterns of mimalloc-bench's small programs) and an empty C program
+                  patterns of mimalloc-bench's small programs), an empty C program, and
+                  stress_mem.rb under Debian's ruby on one and on two threads
   growth          realloc_growth: 1,000 strings grown a byte at a time to 4 KiB, and 16 grown
                   8 bytes at a time to 100,000 bytes, all in turn (every size class crossed is
                   used by all the strings and then left): reported, with no limit
@@ -87,6 +88,7 @@ class Program:
 
 
 BURST_SECONDS = (DECAY_MS + 3000) // 1000 + 1
+RUBY_STRESS = "benchmarks/memory/stress_mem.rb"  # from the repository's root, the study's directory
 PROGRAMS = [
     Program("sparse", "sparse_blocks", [], ["blocks=4096"], "sparse",
             "32,768 live blocks of 64-512 KiB, one byte touched in each"),
@@ -113,6 +115,10 @@ PROGRAMS = [
             f"{BURST_MIB} MB allocated and freed, then {BURST_SECONDS} s asleep",
             f"decay_ms:{DECAY_MS},background_thread:true"),
     Program("empty", "empty", [], [], "small", "an empty C program (one line of output)"),
+    Program("ruby-stress", "/usr/bin/ruby", [RUBY_STRESS, "threads=1"], ["rounds=60"],
+            "small", "Ruby building records and dropping them for its collector (one thread)"),
+    Program("ruby-stress-2", "/usr/bin/ruby", [RUBY_STRESS, "threads=2"], ["rounds=60"],
+            "small", "the same on two threads under the interpreter's lock"),
     Program("cfrac", "cfrac_like", [], ["steps=300000"], "small",
             "small short-lived bignums (cfrac's pattern)"),
     Program("espresso", "espresso_like", [], ["rounds=1000"], "small",
@@ -178,7 +184,10 @@ def run_once(program, allocator, quick, scratch):
     arguments = program.arguments + (program.quick_arguments if quick else [])
     settings = ([f"PAGEMALLOC_CONF={program.pagemalloc_conf}"]
                 if allocator == "pagemalloc" and program.pagemalloc_conf else [])
-    sample, stdout, stderr = run_launched(program_directory() / program.binary, arguments,
+    # A program is a C program of benchmarks/memory, or an interpreter given a script there.
+    binary = (Path(program.binary) if program.binary.startswith("/")
+              else program_directory() / program.binary)
+    sample, stdout, stderr = run_launched(binary, arguments,
                                           allocator, scratch, TIMEOUT_SECONDS, settings)
     if sample["ok"]:
         if program.kind == "burst":
