@@ -9,6 +9,8 @@
 #   PAGEMALLOC_TRANSFER_STASH      ON | OFF
 #   PAGEMALLOC_ARENAS              0 (one per two CPUs) | N
 #   PAGEMALLOC_MAX_SMALL_SIZE      2048 | 16384 | 65536
+#   PAGEMALLOC_MAX_MEDIUM_SIZE     0 | 262144 | 524288 | 1048576
+#   PAGEMALLOC_MEDIUM_SPACING      0 (page-exact) | 4 | 8 | 16 classes per doubling
 #   PAGEMALLOC_RELEASE_CURRENT_SLAB ON | OFF
 #   PAGEMALLOC_LARGE_RUN_CACHE     ON | OFF
 #   PAGEMALLOC_DIRTY_RUNS_FIRST    ON | OFF
@@ -27,6 +29,10 @@ set(PAGEMALLOC_THREAD_CACHES "" CACHE STRING "per-thread caches of small blocks:
 set(PAGEMALLOC_TRANSFER_STASH "" CACHE STRING "arenas stash the regions caches return: ON | OFF (empty: the preset's)")
 set(PAGEMALLOC_ARENAS "" CACHE STRING "automatic arenas by default: 0 (one per two CPUs) or N (empty: the preset's)")
 set(PAGEMALLOC_MAX_SMALL_SIZE "" CACHE STRING "largest slab size: 2048 | 16384 | 65536 (empty: the preset's)")
+set(PAGEMALLOC_MAX_MEDIUM_SIZE "" CACHE STRING
+    "largest medium class, kept in the thread caches: 0 | 262144 | 524288 | 1048576 (empty: the preset's)")
+set(PAGEMALLOC_MEDIUM_SPACING "" CACHE STRING
+    "medium classes per doubling: 0 (page-exact) | 4 | 8 | 16 (empty: the preset's)")
 set(PAGEMALLOC_RELEASE_CURRENT_SLAB "" CACHE STRING
     "release a bin's current slab when it empties: ON | OFF (empty: the preset's)")
 set(PAGEMALLOC_LARGE_RUN_CACHE "" CACHE STRING
@@ -108,6 +114,8 @@ design_override(PAGEMALLOC_THREAD_CACHES kThreadCaches bool)
 design_override(PAGEMALLOC_TRANSFER_STASH kTransferStash bool)
 design_override(PAGEMALLOC_ARENAS kArenas count)
 design_override(PAGEMALLOC_MAX_SMALL_SIZE kMaxSmallSize 2048 16384 65536)
+design_override(PAGEMALLOC_MAX_MEDIUM_SIZE kMaxMediumSize 0 262144 524288 1048576)
+design_override(PAGEMALLOC_MEDIUM_SPACING kMediumClassesPerDoubling 0 4 8 16)
 design_override(PAGEMALLOC_RELEASE_CURRENT_SLAB kReleaseCurrentSlab bool)
 design_override(PAGEMALLOC_LARGE_RUN_CACHE kLargeRunCache bool)
 design_override(PAGEMALLOC_DIRTY_RUNS_FIRST kDirtyRunsFirst bool)

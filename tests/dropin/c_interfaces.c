@@ -153,11 +153,12 @@ static void check_reports(void) {
 static void check_malloc_trim(void) {
   long decay = -1; /* nothing goes back unless malloc_trim returns it */
   check(pm_ctl("decay_ms", NULL, &decay) == 0, "pm_ctl(decay_ms, -1)");
-  enum { kBlocks = 64, kBlock = 256 << 10 };
+  /* Above the medium classes, which a thread's cache keeps as live blocks: */
+  enum { kBlocks = 64, kBlock = 1536 << 10 };
   char* blocks[kBlocks];
   for (int i = 0; i < kBlocks; ++i) {
     blocks[i] = malloc(kBlock);
-    check(blocks[i] != NULL, "malloc(256 KiB)");
+    check(blocks[i] != NULL, "malloc(1.5 MiB)");
     memset(blocks[i], 1, kBlock);
   }
   for (int i = 0; i < kBlocks; ++i) free(blocks[i]);

@@ -331,8 +331,10 @@ class Driver {
     const std::size_t usable = pm_xallocx(p, size, extra, zero ? PM_ZERO : 0);
     model_.trace("  pm_xallocx({} of {} bytes, {}, extra {}) = {}", fmt::ptr(p), old.usable, size,
                  extra, usable);
+    // At most the pages the ask covers, or its medium class's (as pm_nallocx says).
     const std::size_t most =
-        std::max(old.usable, (size + extra + kPageSize - 1) / kPageSize * kPageSize);
+        std::max({old.usable, (size + extra + kPageSize - 1) / kPageSize * kPageSize,
+                  pm_nallocx(size + extra, 0)});
     if ((usable != old.usable && usable < size) || usable > most)
       return model_.fail(fmt::format("pm_xallocx({}, extra {}) of a {}-byte block: {}", size, extra,
                                      old.usable, usable));

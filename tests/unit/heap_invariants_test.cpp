@@ -45,11 +45,12 @@ TEST(HeapInvariants, HoldOnAHeapInUse) {
 }
 
 TEST(HeapInvariants, CatchALargeBlockWhoseLastPageStartsABlock) {
-  void* p = pm_malloc(100 * KiB);  // a run of 25 pages
+  void* p = pm_malloc(100 * KiB);  // a run of 25 pages, or of its medium class's 28
   ASSERT_NE(p, nullptr);
+  const pagemalloc::PageCount pages = pagemalloc::PageCount::covering(pm_malloc_usable_size(p));
   std::byte* chunk = pagemalloc::chunk_base_of(p);
-  pagemalloc::PageEntry& last =
-      pagemalloc::page_entry(chunk, pagemalloc::page_index_of(p) + pagemalloc::PageCount(24));
+  pagemalloc::PageEntry& last = pagemalloc::page_entry(
+      chunk, pagemalloc::page_index_of(p) + pages - pagemalloc::PageCount(1));
   const pagemalloc::PageEntry saved = last;
   last = pagemalloc::PageEntry::large(pagemalloc::PageCount(1));
   const std::string problem = describe(check_heap_invariants());

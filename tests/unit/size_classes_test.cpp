@@ -43,9 +43,19 @@ TEST(SizeClasses, WasteIsAtMostAnEighthAbove128BytesAndUnderTheGranuleBelow) {
   }
   // Page runs above the small sizes: whole pages, at most 20% waste above 16 KiB (16 KiB + 1
   // byte -> 5 pages). A design whose slabs end at 2 KiB wastes up to half below 16 KiB, as
-  // jemalloc's did in 2008 (2 KiB + 1 byte -> 1 page).
+  // jemalloc's did in 2008 (2 KiB + 1 byte -> 1 page). A medium request takes its class's
+  // pages (design/medium_classes.h), at most an eighth past it with 8 classes per doubling.
   for (std::size_t size = kMaxSmallSize + 1; size <= 4 * 1024 * 1024; size += 4093) {
     const Placement where = place(size, 1);
+    if (size <= BuildMediumClasses::kMaxMediumSize) {
+      ASSERT_EQ(where.usable, BuildMediumClasses::rounded(size)) << "size " << size;
+      ASSERT_EQ(where.usable % kPageSize, 0u) << "size " << size;
+      ASSERT_GE(where.usable, size) << "size " << size;
+      if (BuildConfig::kMediumClassesPerDoubling == 8) {
+        ASSERT_LE((where.usable - size) * 8, where.usable) << "size " << size;
+      }
+      continue;
+    }
     ASSERT_EQ(where.usable, PageCount::covering(size).bytes()) << "size " << size;
     if (size > 16384) {
       ASSERT_LE((where.usable - size) * 5, where.usable) << "size " << size;

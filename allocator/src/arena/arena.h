@@ -34,6 +34,7 @@
 
 #include "arena/arena_chunks.h"
 #include "arena/large_run_cache.h"
+#include "arena/medium_stash.h"
 #include "arena/remote_frees.h"
 #include "arena/remote_ring.h"
 #include "arena/slab.h"
@@ -207,6 +208,9 @@ class Allocator<Config>::Arena {
   // large blocks (without the lock) that the holder, or the next thread to take the lock,
   // frees. So a thread freeing another thread's large blocks never queues behind it.
   [[gnu::hot]] void free_large(void* p, PageCount pages, const char* call = "free");
+  // Frees n medium blocks that a thread cache held (their first entries ThreadCached, their
+  // lengths in them), under one acquisition of the lock.
+  [[gnu::hot]] void free_thread_cached(void* const* blocks, unsigned n);
   // The length of the large block at p, whose page-map entry is e: the entry's, or in a
   // design that keeps its allocated runs in a tree (Config::kAllocatedRunsTree) a search
   // of it under the lock, as jemalloc's arena_salloc did in 2008. 0 pages: no block there.
@@ -383,10 +387,12 @@ class Allocator<Config>::Arena {
   // after the cache's oldest run went back to the run manager (LargeRunCache).
   [[gnu::hot]] void* take_cached(PageCount pages);
   // Requires: lock_ held. A run of the large-run cache back to the run manager.
-  void give_back_cached(const LargeRunCache::Entry& run);
+  [[gnu::hot, gnu::noinline]] void give_back_cached(const LargeRunCache::Entry& run);
   // Requires: lock_ held. Every run of the large-run cache back to the run manager; whether
   // there was one.
-  bool flush_large_cache();
+  [[gnu::hot]] bool flush_large_cache();
+  // Requires: lock_ held. A block of the medium stash made a live block again, or nullptr.
+  [[gnu::hot]] void* take_stashed_medium(unsigned medium_class);
   [[gnu::hot]] void free_batch_locked(void* const* regions, unsigned n, const char* call);
   // Releases the lock, after freeing the large blocks deferred meanwhile.
   void unlock() {
@@ -463,6 +469,7 @@ class Allocator<Config>::Arena {
   alignas(std::atomic_ref<void*>::required_alignment) void* remote_taken_[kNumClasses] = {};
   RemoteFrees deferred_large_;  // large blocks freed while another thread held the lock
   LargeRunCache large_cache_;   // freed large blocks kept for the same length (kLargeRunCache)
+  MediumStash<MediumClasses> medium_stash_;  // freed medium blocks, per class (medium_stash.h)
   // Last: apart from everything a slow path touches.
   void* stash_slots_[kStashSets][kStashOffsets[kNumClasses]];
   void* remote_ring_slots_[kRemoteRingOffsets[kNumClasses]];  // accessed as atomics

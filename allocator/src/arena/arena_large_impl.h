@@ -26,6 +26,15 @@ void* Allocator<Config>::Arena::alloc_large(std::size_t bytes, std::size_t align
   bool ask_neighbours = false;
   {
     Locked guard(*this);
+    if constexpr (MediumClasses::kEnabled) {
+      const unsigned medium_class = MediumClasses::class_of_length(needed);
+      if (align <= kPageSize && medium_class != MediumClasses::kNone) {
+        if (void* stashed = take_stashed_medium(medium_class)) {
+          zeroed = false;
+          return stashed;
+        }
+      }
+    }
     if constexpr (Config::kLargeRunCache) {
       if (align <= kPageSize) {
         if (void* cached = take_cached(PageCount(needed))) {
@@ -107,6 +116,31 @@ void Allocator<Config>::Arena::free_large(void* p, PageCount pages, const char* 
   unlock();
 }
 
+template <class Config>
+void Allocator<Config>::Arena::free_thread_cached(void* const* blocks, unsigned n) {
+  Locked guard(*this);
+  free_deferred_large();
+  for (unsigned i = 0; i < n; ++i) {
+    std::byte* chunk = chunk_base_of(blocks[i]);
+    const PageIndex first = page_index_of(blocks[i]);
+    const PageEntry e = load_entry(chunk, first);
+    if (e.kind() != PageKind::ThreadCached) [[unlikely]] {
+      lock_.unlock();  // (report_misuse does not return)
+      report_misuse("free", blocks[i], "a thread-cached block lost its tag");
+    }
+    // Into the medium stash if it has room (its pages stay active), else freed as any block.
+    const unsigned medium_class = MediumClasses::class_of_length(e.pages().value());
+    if (medium_class != MediumClasses::kNone && medium_stash_.put(medium_class, blocks[i])) {
+      store_entry(chunk, first, PageEntry::cached(e.pages()));  // marks a double free
+      allocated_ -= e.pages().bytes();
+      --blocks_;
+      continue;
+    }
+    store_entry(chunk, first, PageEntry::large(e.pages()));
+    free_large_locked(blocks[i], e.pages(), "free");
+  }
+}
+
 // Requires: lock_ held.
 template <class Config>
 void Allocator<Config>::Arena::free_large_locked(void* p, PageCount pages, const char* call) {
@@ -166,9 +200,26 @@ void Allocator<Config>::Arena::give_back_cached(const LargeRunCache::Entry& cach
 
 // Requires: lock_ held.
 template <class Config>
+void* Allocator<Config>::Arena::take_stashed_medium(unsigned medium_class) {
+  void* block = medium_stash_.take(medium_class);
+  if (block == nullptr) return nullptr;
+  const PageCount pages(MediumClasses::kPages[medium_class]);
+  page_entry(chunk_base_of(block), page_index_of(block)) = PageEntry::large(pages);
+  allocated_ += pages.bytes();
+  ++blocks_;
+  return block;
+}
+
+// Requires: lock_ held. Gives the large-run cache and the medium stash back to the run
+// manager; false if both were empty.
+template <class Config>
 bool Allocator<Config>::Arena::flush_large_cache() {
-  if (large_cache_.empty()) return false;
+  if (large_cache_.empty() && medium_stash_.empty()) return false;
   large_cache_.flush([this](const LargeRunCache::Entry& e) { give_back_cached(e); });
+  medium_stash_.flush([this](void* block, unsigned c) {
+    give_back_cached(
+        LargeRunCache::Entry{static_cast<std::byte*>(block), MediumClasses::kPages[c]});
+  });
   return true;
 }
 
@@ -194,8 +245,7 @@ bool Allocator<Config>::Arena::resize_large(void* p, PageCount pages, PageCount 
   tick();
   if (want > pages) {
     // A cached run just after the block is given back first: it may be the room to grow into.
-    if (!runs_.grow_in_place(run, want) &&
-        !(Config::kLargeRunCache && flush_large_cache() && runs_.grow_in_place(run, want)))
+    if (!runs_.grow_in_place(run, want) && !(flush_large_cache() && runs_.grow_in_place(run, want)))
       return false;
     tag_interior(run.chunk, run.end(), run.first + want);
     allocated_ += (want - pages).bytes();

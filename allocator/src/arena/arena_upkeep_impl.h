@@ -24,7 +24,7 @@ void Allocator<Config>::Arena::tick() {
   const std::uint64_t now = now_ms();
   runs_.advance_clock(now);
   if (decay == 0 || now - last_purge_ms_ >= purge_interval_ms(decay)) {
-    if constexpr (Config::kLargeRunCache) flush_large_cache();  // to decay as free runs do
+    flush_large_cache();  // to decay as free runs do
     purged_pages_ += runs_.purge(std::uint64_t(decay)).value();
     last_purge_ms_ = now;
   }
@@ -48,6 +48,7 @@ void Allocator<Config>::Arena::reset() {
     taken_chain(c).store(nullptr, std::memory_order_relaxed);
   deferred_large_.take_all([](void* p) { *static_cast<std::uintptr_t*>(p) = 0; });
   large_cache_.clear();  // the walk below frees its runs
+  medium_stash_.clear();
   for (SlabBin& bin : bins_) {
     bin.current = nullptr;
     bin.partial = {};
@@ -84,11 +85,11 @@ void Allocator<Config>::Arena::free_every_block(std::byte* chunk) {
       slab = static_cast<Slab*>(e.slab_descriptor());
       length = PageCount(kSizeClasses[slab->size_class].slab_pages);
     } else if (e.kind() == PageKind::Large || e.kind() == PageKind::Free ||
-               e.kind() == PageKind::Cached) {
+               e.kind() == PageKind::Cached || e.kind() == PageKind::ThreadCached) {
       length = std::max(e.pages(), PageCount(1));
     }
-    const bool block =
-        slab != nullptr || e.kind() == PageKind::Large || e.kind() == PageKind::Cached;
+    const bool block = slab != nullptr || e.kind() == PageKind::Large ||
+                       e.kind() == PageKind::Cached || e.kind() == PageKind::ThreadCached;
     if (!block) {  // a free run or a header page
       i = i + length;
       continue;
@@ -169,7 +170,7 @@ ArenaStats Allocator<Config>::Arena::stats() {
   collect_all_remote();
   const HandedOut handed_out = stash_handed_out();
   // The large-run cache's pages count as free and dirty, as they would be without it.
-  const std::size_t cached = large_cache_.total_pages();
+  const std::size_t cached = large_cache_.total_pages() + medium_stash_.total_pages();
   return ArenaStats{std::size_t(std::int64_t(allocated_) + handed_out.bytes),
                     std::size_t(std::int64_t(blocks_) + handed_out.blocks),
                     active_pages_ - cached,

@@ -45,8 +45,10 @@ struct Allocator {
   static constexpr std::size_t kNumClasses = SizeClasses::kCount;
   static constexpr const auto& kSizeClasses = SizeClasses::kClasses;
   static constexpr unsigned size_class_of(std::size_t size) { return SizeClasses::class_of(size); }
+  // The medium classes (medium_classes.h): large lengths kept in the thread caches.
+  using MediumClasses = MediumClassesOf<Config>;
   static constexpr Placement place(std::size_t size, std::size_t align) {
-    return place_with<SizeClasses>(size, align);
+    return place_with<SizeClasses, MediumClasses>(size, align);
   }
 
   class ArenaChunks;       // arena_chunks.h

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 
+#include "design/medium_classes.h"
 #include "design/size_classes.h"
 #include "pagemap/page_map.h"
 #include "pagemap/pages.h"
@@ -22,10 +23,20 @@ struct Placement {
   std::size_t usable = 0;   // bytes the block offers
 };
 
+// The medium classes of a Config (medium_classes.h): none in a design without thread caches,
+// whose blocks would have nowhere to wait for the next request of their class.
+template <class Config>
+using MediumClassesOf =
+    MediumClassTable<Config::kMaxSmallSize, Config::kThreadCaches ? Config::kMaxMediumSize : 0,
+                     Config::kMediumClassesPerDoubling>;
+using BuildMediumClasses = MediumClassesOf<BuildConfig>;
+using NoMediumClasses = MediumClassTable<0, 0, 0>;
+
 // Requires: align is a power of two.
 // Where a block of `size` bytes aligned to `align` lies in a design with these size classes
-// (SizeClassTable).
-template <class SizeClasses>
+// (SizeClassTable) and medium classes: a large request aligned to at most a page takes its
+// medium class's length.
+template <class SizeClasses, class MediumClasses = NoMediumClasses>
 constexpr Placement place_with(std::size_t size, std::size_t align) {
   if (size > kMaxRequest || align > kMaxRequest) return {};
   if (size == 0) size = 1;
@@ -33,6 +44,8 @@ constexpr Placement place_with(std::size_t size, std::size_t align) {
     unsigned c = SizeClasses::class_aligned(size, align);
     if (c < SizeClasses::kCount) return {BlockKind::Small, c, SizeClasses::kClasses[c].size};
   }
+  if (MediumClasses::kEnabled && align <= kPageSize && size <= MediumClasses::kMaxMediumSize)
+    return {BlockKind::Large, 0, MediumClasses::rounded(size)};
   PageCount pages = PageCount::covering(size);
   PageCount extra(align > kPageSize ? align / kPageSize - 1 : 0);
   if (pages + extra <= kMaxRunPages) return {BlockKind::Large, 0, pages.bytes()};
@@ -41,7 +54,7 @@ constexpr Placement place_with(std::size_t size, std::size_t align) {
 
 // In the build's design.
 constexpr Placement place(std::size_t size, std::size_t align) {
-  return place_with<BuildSizeClasses>(size, align);
+  return place_with<BuildSizeClasses, BuildMediumClasses>(size, align);
 }
 
 }  // namespace pagemalloc

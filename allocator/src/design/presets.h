@@ -16,6 +16,11 @@
 //   kMaxSmallSize        the largest size served from slabs (2 KiB: jemalloc's bins in 2008,
 //                        half a page; 64 KiB today, 16 KiB before); anything larger is a run
 //                        of pages
+//   kMaxMediumSize       large requests up to this many bytes are rounded up to a medium class
+//                        and freed into the thread's cache, from which the next request of
+//                        the class takes them with no lock (medium_classes.h, thread_cache.h);
+//                        0: none, every large block goes to its arena (jemalloc in 2008)
+//   kMediumClassesPerDoubling  the medium classes' spacing: N per doubling, 0 page-exact
 //   kReleaseCurrentSlab  a slab goes back to the run manager as soon as it empties, even the
 //                        one its bin allocates from (jemalloc in 2008); off, that one is kept
 //   kLargeRunCache       an arena keeps a few freed large blocks of up to 256 KiB as they were,
@@ -64,6 +69,8 @@ struct DefaultConfig {
   static constexpr bool kTransferStash = true;
   static constexpr unsigned kArenas = 0;
   static constexpr std::size_t kMaxSmallSize = 65536;
+  static constexpr std::size_t kMaxMediumSize = 262144;
+  static constexpr unsigned kMediumClassesPerDoubling = 8;
   static constexpr bool kReleaseCurrentSlab = false;
   static constexpr bool kLargeRunCache = true;
   static constexpr bool kDirtyRunsFirst = true;
@@ -80,6 +87,7 @@ struct Je2008TreesConfig : DefaultConfig {
   static constexpr bool kTransferStash = false;
   static constexpr unsigned kArenas = 1;
   static constexpr std::size_t kMaxSmallSize = 2048;
+  static constexpr std::size_t kMaxMediumSize = 0;
   static constexpr bool kReleaseCurrentSlab = true;
   static constexpr bool kLargeRunCache = false;
   static constexpr bool kDirtyRunsFirst = false;

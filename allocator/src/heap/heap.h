@@ -179,11 +179,23 @@ class Allocator<Config>::Heap {
   // The fast path of every free: p, a small block in the chunk the thread remembers as its
   // arena's, pushed on the thread's cache. False if it is not (p untouched).
   bool freed_into_cache(void* p);
+  // The fast paths' medium blocks (kMaxSmallSize < size <= kMaxMediumSize): popped from the
+  // calling thread's medium bins, or nullptr; freed into them, or false.
+  [[gnu::hot, gnu::noinline]] static void* pop_medium_here(std::size_t size);
+  static bool freed_medium_into_cache(PageEntry e, void* p);
   void deallocate_small(Arena& owner, PageEntry e, void* p, const char* call);
   [[gnu::hot]] void deallocate_foreign(ThreadCache& cache, Arena& owner, PageEntry e, void* p,
                                        const char* call);
   // deallocate_slow's work for every block but large ones and those deallocate_foreign takes.
   [[gnu::hot]] void deallocate_unusual(void* p, const char* call);
+  // The thread's medium bins (thread_cache.h): a block of `usable` bytes of its class from
+  // them, or nullptr; a freed medium block into them, or false.
+  [[gnu::hot]] void* pop_medium(Arena& mine, std::size_t usable);
+  [[gnu::hot]] bool push_medium(Arena& owner, PageEntry e, void* p);
+  // resize_large on the block's arena; if a growth fails while the calling thread's medium
+  // bins hold blocks of that arena (which may lie in its way), again after they go back.
+  [[gnu::hot, gnu::noinline]] bool resize_large(Arena& arena, void* p, PageCount have,
+                                                PageCount want);
   [[gnu::hot]] std::size_t usable_size_slow(const void* p, const char* call);
   // HugeManager::Neighbours of huge(): context is the heap.
   [[gnu::hot]] static void purge_automatic_arenas(void* heap, std::size_t bytes) {
@@ -248,6 +260,9 @@ inline void* Allocator<Config>::Heap::allocate(std::size_t size, std::size_t ali
       if (void* p = ThreadCache::pop_cached_here(BuildSizeClasses::coarse_class_of(size)))
           [[likely]]
         return p;
+    } else if (size <= MediumClasses::kMaxMediumSize) {
+      if (void* p = pop_medium_here(size)) [[likely]]
+        return p;
     }
   } else if (align <= kPageSize && size <= kMaxSmallSize && !zero) {
     // An aligned small request: the smallest class that is a multiple of the alignment
@@ -304,12 +319,36 @@ inline bool Allocator<Config>::Heap::freed_into_cache(void* p) {
   if (!ThreadCache::remembers(chunk)) [[unlikely]]
     return false;
   const PageEntry e = page_entry(chunk, page_index_of(p));
-  if (!e.is_slab() || *static_cast<const std::uintptr_t*>(p) == ThreadCache::freed_key())
-      [[unlikely]]
+  if (!e.is_slab()) [[unlikely]]
+    return false;  // (a medium block: deallocate_slow's first test)
+  if (*static_cast<const std::uintptr_t*>(p) == ThreadCache::freed_key()) [[unlikely]]
     return false;
   *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
   ThreadCache::remembering()->push_slab_region(e, p);
   return true;
+}
+
+// freed_into_cache for a block that is not a slab's: a medium block of exactly its class's
+// length, at the start of its page, into the thread's medium bins (the chunk is one the thread
+// remembers as its arena's: checks were off when it did). deallocate_slow's first test, so that
+// the entry points that inline the fast paths carry none of it; pop_medium_here is out of line
+// for the same reason.
+template <class Config>
+void* Allocator<Config>::Heap::pop_medium_here(std::size_t size) {
+  ThreadCache* cache = ThreadCache::current();
+  if (cache == nullptr) [[unlikely]]
+    return nullptr;
+  return cache->pop_medium(MediumClasses::class_of_size(size));
+}
+
+template <class Config>
+inline bool Allocator<Config>::Heap::freed_medium_into_cache(PageEntry e, void* p) {
+  if constexpr (!MediumClasses::kEnabled || Config::kAllocatedRunsTree) return false;
+  if (e.kind() != PageKind::Large || (reinterpret_cast<std::uintptr_t>(p) & (kPageSize - 1)) != 0)
+    return false;
+  const unsigned medium_class = MediumClasses::class_of_length(e.pages().value());
+  if (medium_class == MediumClasses::kNone) return false;
+  return ThreadCache::remembering()->push_medium(medium_class, p);
 }
 
 template <class Config>

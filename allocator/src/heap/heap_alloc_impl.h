@@ -114,9 +114,13 @@ void* Allocator<Config>::Heap::allocate_from(const Source& source, std::size_t s
                                : source.blocks->alloc_small(where.size_class);
       break;
     case BlockKind::Large:
+      if (source.through_cache && align <= kPageSize) {
+        p = pop_medium(*source.blocks, where.usable);
+        if (p != nullptr) break;
+      }
       // A block from the thread's own arena may come from a neighbour's freed pages; one from
       // an arena the caller named must come from that arena.
-      p = source.blocks->alloc_large(size, align, zeroed, source.through_cache);
+      p = source.blocks->alloc_large(where.usable, align, zeroed, source.through_cache);
       break;
     case BlockKind::Huge: p = source.huge->alloc(size, align, zeroed); break;
     case BlockKind::Invalid: break;
@@ -125,6 +129,16 @@ void* Allocator<Config>::Heap::allocate_from(const Source& source, std::size_t s
   if (zero && !zeroed) clear_block(p, where.usable);
   if (zeroed && will_write >= kPopulateCopyBytes) populate_pages(p, will_write & ~(kPageSize - 1));
   return p;
+}
+
+template <class Config>
+void* Allocator<Config>::Heap::pop_medium(Arena& mine, std::size_t usable) {
+  if constexpr (!MediumClasses::kEnabled) return nullptr;
+  const unsigned medium_class = MediumClasses::class_of_length(PageCount::covering(usable).value());
+  if (medium_class == MediumClasses::kNone) return nullptr;
+  ThreadCache* cache = ThreadCache::get(mine);
+  if (cache == nullptr || cache->arena() != &mine) return nullptr;
+  return cache->pop_medium(medium_class);
 }
 
 template <class Config>

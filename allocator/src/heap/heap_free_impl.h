@@ -117,7 +117,8 @@ typename Allocator<Config>::Heap::Block Allocator<Config>::Heap::locate(const vo
       return {BlockKind::Large, pages.bytes(), 0, arena, nullptr};
     }
     case PageKind::Free:
-    case PageKind::Cached: report_misuse(call, p, "not a live block (already freed?)");
+    case PageKind::Cached:
+    case PageKind::ThreadCached: report_misuse(call, p, "not a live block (already freed?)");
     default: report_misuse(call, p, "not the start of a block");
   }
 }
@@ -133,6 +134,14 @@ void Allocator<Config>::Heap::validate_free(const void* p) {
 
 template <class Config>
 void Allocator<Config>::Heap::deallocate_slow(void* p, const char* call) noexcept {
+  // A medium block in a chunk the thread remembers, into its medium bins.
+  if constexpr (MediumClasses::kEnabled) {
+    std::byte* chunk = chunk_base_of(p);
+    if (ThreadCache::remembers(chunk)) {
+      const PageEntry e = page_entry(chunk, page_index_of(p));
+      if (!e.is_slab() && freed_medium_into_cache(e, p)) return;
+    }
+  }
   // A small block of the thread's arena in a chunk it does not remember (yet).
   PageEntry e;
   if (ThreadCache* cache = own_small_block(p, e)) [[likely]] {
@@ -148,13 +157,30 @@ void Allocator<Config>::Heap::deallocate_slow(void* p, const char* call) noexcep
     if (AddressMap::tag_of(entry) == AddressMap::kArenaChunk) [[likely]] {
       Arena& owner = *AddressMap::owner_of<Arena>(entry);
       const PageEntry e = page_entry(chunk, page_index_of(p));
-      if (e.kind() == PageKind::Large && heap_detail::is_aligned(p, kPageSize))
+      if (e.kind() == PageKind::Large && heap_detail::is_aligned(p, kPageSize)) {
+        if (push_medium(owner, e, p)) return;
         return owner.free_large(p, e.pages(), call);
+      }
       if (ThreadCache* cache = ThreadCache::current(); cache != nullptr) [[likely]]
         return deallocate_foreign(*cache, owner, e, p, call);
     }
   }
   deallocate_unusual(p, call);
+}
+
+// A large block of `owner` whose first entry is e into the calling thread's medium bins: only
+// one of exactly a medium class's length, of the thread's cache's own arena, with checks off
+// (checks look every freed block up in its arena). False if it stays the caller's to free.
+template <class Config>
+bool Allocator<Config>::Heap::push_medium(Arena& owner, PageEntry e, void* p) {
+  if constexpr (!MediumClasses::kEnabled || Config::kAllocatedRunsTree) return false;
+  const unsigned medium_class = MediumClasses::class_of_length(e.pages().value());
+  if (medium_class == MediumClasses::kNone) return false;
+  ThreadCache* cache = ThreadCache::current();
+  if (cache == nullptr || cache->arena() != &owner ||
+      options().checks.load(std::memory_order_relaxed))
+    return false;
+  return cache->push_medium(medium_class, p);
 }
 
 template <class Config>
@@ -179,7 +205,8 @@ void Allocator<Config>::Heap::deallocate_unusual(void* p, const char* call) {
   if (e.kind() == PageKind::Slab) [[likely]]
     return deallocate_small(owner, e, p, call);
   // A large block's start never reaches here: deallocate_slow sends it to its arena.
-  const bool freed = e.kind() == PageKind::Free || e.kind() == PageKind::Cached;
+  const bool freed = e.kind() == PageKind::Free || e.kind() == PageKind::Cached ||
+                     e.kind() == PageKind::ThreadCached;
   report_misuse(call, p, freed ? "double free" : "not the start of a block");
 }
 

@@ -111,7 +111,7 @@ const char* check_chunk(std::byte* chunk, IsCurrent is_current, PageMapTally& ta
   while (i < end && page_entry(chunk, i).kind() == PageKind::Header) i = i + PageCount(1);
   if (i == PageIndex(0)) return "a chunk has no header pages";
   while (i < end) {
-    const PageEntry e = page_entry(chunk, i);
+    const PageEntry e = load_entry(chunk, i);  // a medium block's may be its thread's to change
     PageCount length(1);
     switch (e.kind()) {
       case PageKind::Free: {
@@ -125,7 +125,8 @@ const char* check_chunk(std::byte* chunk, IsCurrent is_current, PageMapTally& ta
         break;
       }
       case PageKind::Large:
-      case PageKind::Cached: {  // a live large block, or one in its arena's large-run cache
+      case PageKind::ThreadCached:  // a medium block in a thread's cache: handed out
+      case PageKind::Cached: {      // a live large block, or one in its arena's large-run cache
         const bool cached = e.kind() == PageKind::Cached;
         length = e.pages();
         if (length.value() == 0 || i + length > end)
@@ -253,8 +254,16 @@ const char* Allocator<Config>::Arena::check_blocks() {
     return "regions in use and large blocks are not the blocks handed out plus those stashed";
   if (tally.region_bytes + tally.large_bytes != allocated + stashed_bytes)
     return "bytes in use are not the bytes handed out plus those stashed";
-  if (tally.cached_runs != large_cache_.size() || tally.cached_pages != large_cache_.total_pages())
-    return "the page maps' cached blocks are not the large-run cache's";
+  if (tally.cached_runs != large_cache_.size() + medium_stash_.blocks() ||
+      tally.cached_pages != large_cache_.total_pages() + medium_stash_.total_pages())
+    return "the page maps' cached blocks are not the large-run cache's and the medium stash's";
+  const char* stash_problem = nullptr;
+  medium_stash_.for_each([&](void* block, unsigned c) {
+    const PageEntry e = page_entry(chunk_base_of(block), page_index_of(block));
+    if (e.kind() != PageKind::Cached || e.pages().value() != MediumClasses::kPages[c])
+      stash_problem = "a block of the medium stash is not tagged Cached with its class's length";
+  });
+  if (stash_problem != nullptr) return stash_problem;
   for (std::size_t i = 0; i < large_cache_.size(); ++i) {
     const LargeRunCache::Entry& cached = large_cache_[i];
     const PageEntry e = page_entry(chunk_base_of(cached.base), page_index_of(cached.base));

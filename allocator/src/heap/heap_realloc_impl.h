@@ -50,8 +50,8 @@ void* Allocator<Config>::Heap::reallocate(void* p, std::size_t size, std::size_t
             bumped_usable_size(old.arena->index(), size, align) != 0)
           break;
         if (want.usable == old.usable) return p;
-        if (old.arena->resize_large(p, PageCount::covering(old.usable),
-                                    PageCount::covering(size))) {
+        if (resize_large(*old.arena, p, PageCount::covering(old.usable),
+                         PageCount::covering(want.usable))) {
           zero_grown(want.usable);
           if (want.usable > old.usable) grown_in_place_.fetch_add(1, std::memory_order_relaxed);
           return p;
@@ -104,6 +104,16 @@ void* Allocator<Config>::Heap::move(void* p, const Block& old, std::size_t size,
 }
 
 template <class Config>
+bool Allocator<Config>::Heap::resize_large(Arena& arena, void* p, PageCount have, PageCount want) {
+  if (arena.resize_large(p, have, want)) return true;
+  ThreadCache* cache = ThreadCache::current();
+  if (want <= have || cache == nullptr || cache->arena() != &arena || !cache->holds_medium())
+    return false;
+  cache->flush_medium();
+  return arena.resize_large(p, have, want);
+}
+
+template <class Config>
 std::size_t Allocator<Config>::Heap::resize_in_place(void* p, std::size_t size, std::size_t extra,
                                                      bool zero, const char* call) {
   if (BumpSpace* space = is_chunk_aligned(p) ? nullptr : BumpSpace::owner_of(p))
@@ -117,14 +127,15 @@ std::size_t Allocator<Config>::Heap::resize_in_place(void* p, std::size_t size, 
   std::size_t result = old.usable;
   if (old.kind == BlockKind::Large) {
     const PageCount have = PageCount::covering(old.usable);
-    const PageCount hi = std::min(PageCount::covering(most), kMaxRunPages);
-    const PageCount lo = PageCount::covering(least);
+    // A medium length is its class's (pm_nallocx agrees with the result).
+    const PageCount hi = std::min(PageCount::covering(MediumClasses::rounded(most)), kMaxRunPages);
+    const PageCount lo = PageCount::covering(MediumClasses::rounded(least));
     if (lo > kMaxRunPages) return old.usable;  // only a move could make it huge
-    if (hi != have && old.arena->resize_large(p, have, hi)) result = hi.bytes();
-    else if (hi > have && lo > have && old.arena->resize_large(p, have, lo)) result = lo.bytes();
-  } else if (PageCount::covering(most).bytes() != old.usable) {
-    if (old.huge->resize_in_place(p, most) ||
-        (least > old.usable && old.huge->resize_in_place(p, least)))
+    if (hi != have && resize_large(*old.arena, p, have, hi)) result = hi.bytes();
+    else if (hi > have && lo > have && resize_large(*old.arena, p, have, lo)) result = lo.bytes();
+  } else if (PageCount::covering(MediumClasses::rounded(most)).bytes() != old.usable) {
+    if (old.huge->resize_in_place(p, MediumClasses::rounded(most)) ||
+        (least > old.usable && old.huge->resize_in_place(p, MediumClasses::rounded(least))))
       result = old.huge->usable_size(p);
   }
   if (result > old.usable) {

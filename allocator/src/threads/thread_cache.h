@@ -37,6 +37,14 @@
 // program uses now and then came back to fresh slabs while their regions lay scattered over
 // part-used ones (espresso's pattern in the memory study, a quarter of a MiB more at its peak).
 //
+// Medium blocks (large requests up to the design's kMaxMediumSize, rounded to their medium
+// class: medium_classes.h) wait in the cache's medium bins (medium_bins.h) for the next
+// request of their class, popped and pushed with no lock; only a block of the cache's own
+// arena enters them, and a block another thread's arena holds goes back to that arena. Every
+// kMediumTickPushes medium frees tick the cache as a small bin's pushes do, and its decay ticks
+// look at the medium bins at most every kMediumLookMs: a bin unused since the last look goes
+// back to the arena whole.
+//
 // A freed region's first word is set to a key: a free that finds the key there checks the
 // cache and the slab's bitmap, and reports a double free instead of caching the region twice.
 //
@@ -63,8 +71,10 @@
 #include "chunks/address_map.h"
 #include "design/allocator.h"
 #include "design/size_classes.h"
+#include "pagemap/page_map.h"
 #include "process/decay.h"
 #include "support/options.h"
+#include "threads/medium_bins.h"
 
 namespace pagemalloc {
 
@@ -143,6 +153,9 @@ class Allocator<Config>::ThreadCache {
   static constexpr unsigned kProducerRefills = 3;
   static constexpr unsigned kIdleBinsPerTick = 8;  // bins looked at per decay tick of a cache
   static constexpr unsigned capacity(unsigned size_class) { return cache_capacity(size_class); }
+  using Medium = MediumBins<MediumClasses>;
+  static constexpr unsigned kMediumTickPushes = 256;   // medium frees per decay tick of a cache
+  static constexpr std::uint64_t kMediumLookMs = 500;  // between two looks at idle medium bins
 
   // Leaves the slot areas unwritten (their pages stay untouched until used).
   [[gnu::hot]] ThreadCache();
@@ -260,8 +273,33 @@ class Allocator<Config>::ThreadCache {
 
   [[nodiscard]] bool holds(unsigned size_class, const void* p) const;
 
+  // A cached medium block of the medium class, its entry made Large again; nullptr if none.
+  void* pop_medium(unsigned medium_class) {
+    void* p = medium_.pop(medium_class);
+    if (p != nullptr)
+      store_entry(chunk_base_of(p), page_index_of(p),
+                  PageEntry::large(PageCount(MediumClasses::kPages[medium_class])));
+    return p;
+  }
+  // Requires: p is a live medium block of this cache's arena, of exactly its class's length
+  // (MediumClasses::class_of_length). False if the cache keeps none of its class (the caller
+  // frees it to the arena).
+  bool push_medium(unsigned medium_class, void* p) {
+    if (!medium_.try_push(medium_class, p)) [[unlikely]]
+      return push_medium_full(medium_class, p);
+    store_entry(chunk_base_of(p), page_index_of(p),
+                PageEntry::thread_cached(PageCount(MediumClasses::kPages[medium_class])));
+    if (++medium_pushes_ == kMediumTickPushes) [[unlikely]]
+      medium_tick();
+    return true;
+  }
+  // Returns every medium block to the arena (a growth in place that found them in its way).
+  [[gnu::hot]] void flush_medium();
+  [[nodiscard]] bool holds_medium() const { return medium_.holds_any(); }
+  [[nodiscard]] const Medium& medium() const { return medium_; }
+
   // Returns every cached region to the arena (thread exit, or pm_purge on this thread).
-  void flush_all();
+  [[gnu::hot]] void flush_all();
 
   static constexpr std::uintptr_t freed_key() { return kFreedKey; }
 
@@ -389,6 +427,12 @@ class Allocator<Config>::ThreadCache {
   // Requires: no lock held.
   [[gnu::hot, gnu::noinline]] void on_decay_tick() noexcept;
   static void return_to_owners(Arena* mine, void* const* regions, unsigned n);
+  // push_medium's slow half: a bin at its limit grows, or gives back its older half.
+  [[gnu::hot, gnu::noinline]] bool push_medium_full(unsigned medium_class, void* p);
+  // Every kMediumTickPushes medium frees: a decay tick of the cache.
+  [[gnu::noinline]] void medium_tick() noexcept;
+  // Medium blocks back to the arena in one batch (medium_bins.h's give_back).
+  [[gnu::hot, gnu::noinline]] void give_back_medium(void* const* blocks, unsigned n);
 
   // A value no pointer or small integer takes (a kernel address, and a NaN as a double), that
   // is a 32-bit immediate sign-extended: free compares and writes it with no separate load of
@@ -441,6 +485,9 @@ class Allocator<Config>::ThreadCache {
   BinUse uses_[kNumClasses];
   std::uint64_t idle_seen_[kNumClasses] = {};  // each bin's fill at on_decay_tick's last look
   unsigned idle_next_ = 0;                     // the bin it looks at next
+  Medium medium_;
+  std::uint32_t medium_pushes_ = 0;     // medium frees since the last tick they made
+  std::uint64_t medium_looked_ms_ = 0;  // when on_decay_tick last looked at the medium bins
   void* initial_slots_[kCacheInitialOffsets[kNumClasses]];  // initial_limit(c) per class
   void* packed_growths_[kCachePackedGrowthSlots];           // taken in turn by small growths
   void* grown_slots_[kCacheSlotOffsets[kNumClasses]];       // capacity(c) per class

@@ -11,6 +11,7 @@
 #include "arena/arena.h"
 #include "chunks/address_map.h"
 #include "chunks/meta_pool.h"
+#include "os/clock.h"
 #include "pagemap/intrusive_list.h"
 #include "support/lock.h"
 
@@ -108,9 +109,11 @@ template <class Config>
 std::size_t Allocator<Config>::ThreadCache::bytes_cached_by_all() {
   LockGuard guard(g_cache_registry<Config>.lock);
   std::size_t bytes = 0;
-  for (ThreadCache* c = g_cache_registry<Config>.live; c != nullptr; c = c->next_)
+  for (ThreadCache* c = g_cache_registry<Config>.live; c != nullptr; c = c->next_) {
     for (unsigned k = 0; k < kNumClasses; ++k)
       bytes += std::size_t(c->bins_[k].count()) * kSizeClasses[k].size;
+    bytes += c->medium_.bytes_held();
+  }
   return bytes;
 }
 
@@ -133,6 +136,7 @@ void Allocator<Config>::ThreadCache::reset_after_fork_in_child() {
     ThreadCache* next = c->next_;
     if (c != survivor) {
       c->retire_moves();
+      c->medium_.forget_claim();
       g_cache_registry<Config>.pool.release(c);
     }
     c = next;
@@ -179,6 +183,13 @@ void Allocator<Config>::ThreadCache::on_decay_tick() noexcept {
     const std::uint32_t keep = initial_limit(c);  // what a bin that never grew may hold
     if (fill == idle_seen_[c] && bins_[c].count() > keep) flush(c, bins_[c].count() - keep);
     idle_seen_[c] = bins_[c].fill.load(std::memory_order_relaxed);
+  }
+  if (medium_.holds_any()) {
+    const std::uint64_t now = now_ms();
+    if (now - medium_looked_ms_ >= kMediumLookMs) {
+      medium_looked_ms_ = now;
+      medium_.trim_idle([this](void* const* blocks, unsigned n) { give_back_medium(blocks, n); });
+    }
   }
   Decay::tick_from_calls();
 }
@@ -271,6 +282,34 @@ void Allocator<Config>::ThreadCache::flush_all() {
     const std::uint32_t count = bins_[c].count();
     if (count != 0) flush(c, count);
   }
+  flush_medium();
+}
+
+template <class Config>
+bool Allocator<Config>::ThreadCache::push_medium_full(unsigned medium_class, void* p) {
+  if (!medium_.push_full(medium_class, p,
+                         [this](void* const* blocks, unsigned n) { give_back_medium(blocks, n); }))
+    return false;
+  store_entry(chunk_base_of(p), page_index_of(p),
+              PageEntry::thread_cached(PageCount(MediumClasses::kPages[medium_class])));
+  if (++medium_pushes_ == kMediumTickPushes) medium_tick();
+  return true;
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::medium_tick() noexcept {
+  medium_pushes_ = 0;
+  on_decay_tick();
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::flush_medium() {
+  medium_.empty_all([this](void* const* blocks, unsigned n) { give_back_medium(blocks, n); });
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::give_back_medium(void* const* blocks, unsigned n) {
+  arena_->free_thread_cached(blocks, n);
 }
 
 }  // namespace pagemalloc

@@ -11,6 +11,11 @@
 //   large block     first page: Large and its length
 //   cached block    first page: Cached and its length: a large block freed into its arena's
 //                   cache (allocator/src/large_run_cache.h), allocated to the run manager
+//   thread-cached   first page: ThreadCached and its length: a medium block freed into a
+//                   thread's cache (allocator/src/threads/thread_cache.h), allocated to the
+//                   run manager and counted by its arena as handed out. The thread writes
+//                   the entry without the arena's lock (store_entry), and the run manager
+//                   reads a neighbour's entry with load_entry: both 64-bit atomic accesses
 //   slab            every page: Slab, the slab's descriptor, size class and the page's
 //                   distance from the slab's start (so a free needs no descriptor)
 //   header          the page map's own page: Header, and the run manager's record of the chunk
@@ -29,6 +34,7 @@
 // path's test of a slab page is the entry's sign, and its class is the top byte less 128.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -42,7 +48,8 @@ enum class PageKind : std::uint8_t {
   Allocated = 3,
   Large = 4,
   Slab = 5,
-  Cached = 6
+  Cached = 6,
+  ThreadCached = 7
 };
 
 class PageEntry {
@@ -75,6 +82,10 @@ class PageEntry {
     return PageEntry(std::uint64_t(PageKind::Cached) |
                      (std::uint64_t(pages.value()) << kPagesShift));
   }
+  static constexpr PageEntry thread_cached(PageCount pages) {
+    return PageEntry(std::uint64_t(PageKind::ThreadCached) |
+                     (std::uint64_t(pages.value()) << kPagesShift));
+  }
   // Requires: descriptor is aligned to 64 bytes and below 2^48; size_class < 128;
   // page_in_slab (this page's distance from the slab's first page) < 256.
   static PageEntry slab(const void* descriptor, unsigned size_class, unsigned page_in_slab) {
@@ -88,7 +99,7 @@ class PageEntry {
   [[nodiscard]] constexpr bool is_slab() const { return std::int64_t(bits_) < 0; }
   [[nodiscard]] constexpr bool is_free() const { return kind() == PageKind::Free; }
   [[nodiscard]] constexpr bool dirty() const { return (bits_ & kDirtyBit) != 0; }
-  // Free, Allocated, Large and Cached entries: the run's length.
+  // Free, Allocated, Large, Cached and ThreadCached entries: the run's length.
   [[nodiscard]] constexpr PageCount pages() const {
     return PageCount((bits_ >> kPagesShift) & kPagesMask);
   }
@@ -156,5 +167,19 @@ struct ChunkLayout {
 // The page map of a chunk: readable by anyone holding a pointer into the chunk.
 inline PageEntry* page_map(std::byte* chunk) { return reinterpret_cast<PageEntry*>(chunk); }
 inline PageEntry& page_entry(std::byte* chunk, PageIndex i) { return page_map(chunk)[i.value()]; }
+
+// An entry that a thread may change without its arena's lock (a medium block's first page,
+// Large <-> ThreadCached) read and written as one relaxed 64-bit atomic: the same plain move
+// on x86-64, and no data race for the language or ThreadSanitizer.
+inline PageEntry load_entry(std::byte* chunk, PageIndex i) {
+  static_assert(sizeof(PageEntry) == sizeof(std::uint64_t));
+  const std::uint64_t bits = __atomic_load_n(
+      reinterpret_cast<const std::uint64_t*>(&page_entry(chunk, i)), __ATOMIC_RELAXED);
+  return std::bit_cast<PageEntry>(bits);
+}
+inline void store_entry(std::byte* chunk, PageIndex i, PageEntry e) {
+  __atomic_store_n(reinterpret_cast<std::uint64_t*>(&page_entry(chunk, i)),
+                   std::bit_cast<std::uint64_t>(e), __ATOMIC_RELAXED);
+}
 
 }  // namespace pagemalloc

@@ -267,7 +267,7 @@ class RunManagerCore {
 
   PageEntry read_entry(std::byte* chunk, PageIndex i) const {
     const_cast<RunCounters&>(counters_).map_read();
-    return page_entry(chunk, i);
+    return load_entry(chunk, i);  // a neighbour's first entry may be a thread's to change
   }
 
   // The neighbours of a run found through the boundary tags, O(1): the free run whose last

@@ -1,0 +1,166 @@
+// A thread's medium bins: a LIFO of freed medium blocks per medium class (medium_classes.h),
+// popped and pushed with no lock, as gperftools' thread caches keep blocks of up to 256 KiB.
+// A block in a bin is still a run allocated to the run manager; its first page entry says
+// ThreadCached (pagemap/page_map.h), so that a second free of it is reported.
+//
+// Bounds: a bin holds at most `limit` blocks, and its limit starts at 0 and grows by one for a
+// push that finds the bin full, while the thread's limits stay within kThreadBytes (a
+// thread's bins hold at most 4 MiB, gperftools' largest thread cache) and the limits of every
+// thread's bins within kAllBytes (a process's bins hold at most 32 MiB, gperftools' default for
+// all its thread caches together): each grown limit is claimed from that bound and given back
+// when the bin is trimmed or its thread exits. A push that finds the bin full and cannot grow
+// it sends the bin's older half to the arena in one batch. A bin seen with no push or pop
+// between two looks of the thread's decay ticks (thread_cache.h) is emptied and its limit
+// given back, so a program that stops using a length keeps none of its blocks.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace pagemalloc {
+
+template <class MediumClasses>
+class MediumBins {
+ public:
+  static constexpr unsigned kClasses = MediumClasses::kCount;
+  static constexpr unsigned kSlots = 16;  // blocks per bin at most
+  static constexpr std::size_t kThreadBytes = std::size_t{8} << 20;
+  static constexpr std::size_t kAllBytes = std::size_t{32} << 20;
+
+  // The limits claimed by every thread's bins (of this class table's design).
+  static std::atomic<std::size_t>& claimed_by_all() {
+    static constinit std::atomic<std::size_t> claimed{0};
+    return claimed;
+  }
+
+  // A cached block of the class, or nullptr.
+  void* pop(unsigned c) {
+    Bin& bin = bins_[c];
+    if (bin.count == 0) return nullptr;
+    ++bin.uses;
+    return bin.slots[--bin.count];
+  }
+
+  // Pushes block (of class c) if the bin has room below its limit; false if it has none.
+  bool try_push(unsigned c, void* block) {
+    Bin& bin = bins_[c];
+    if (bin.count == bin.limit) return false;
+    ++bin.uses;
+    bin.slots[bin.count++] = block;
+    return true;
+  }
+  // A push that try_push refused: grows the bin's limit if both bounds allow; else hands the
+  // bin's older half to give_back(void* const* blocks, unsigned n) and pushes; or, if the bin
+  // may hold nothing, returns false (the caller frees the block itself).
+  template <class GiveBack>
+  bool push_full(unsigned c, void* block, GiveBack give_back) {
+    Bin& bin = bins_[c];
+    ++bin.uses;
+    if (!grow(c)) {
+      if (bin.count == 0) return false;
+      const unsigned n = (bin.count + 1) / 2;
+      give_back(bin.slots, n);
+      for (unsigned i = n; i < bin.count; ++i) bin.slots[i - n] = bin.slots[i];
+      bin.count -= n;
+    }
+    bin.slots[bin.count++] = block;
+    return true;
+  }
+
+  // Empties every bin that saw no push or pop since the last call and gives its limit back;
+  // give_back as push's.
+  template <class GiveBack>
+  void trim_idle(GiveBack give_back) {
+    for (unsigned c = 0; c < kClasses; ++c) {
+      Bin& bin = bins_[c];
+      if (bin.uses == bin.uses_seen && bin.limit != 0) empty(c, give_back);
+      bin.uses_seen = bin.uses;
+    }
+  }
+
+  // Empties every bin and gives every limit back (thread exit, pm_purge, a failed growth).
+  template <class GiveBack>
+  void empty_all(GiveBack give_back) {
+    for (unsigned c = 0; c < kClasses; ++c)
+      if (bins_[c].limit != 0) empty(c, give_back);
+  }
+
+  // Bytes of blocks held, and whether any is (read by their owner, or with it stopped).
+  [[nodiscard]] std::size_t bytes_held() const {
+    std::size_t bytes = 0;
+    for (unsigned c = 0; c < kClasses; ++c)
+      bytes += std::size_t{bins_[c].count} * MediumClasses::bytes(c);
+    return bytes;
+  }
+  [[nodiscard]] bool holds_any() const { return held_limits_ != 0; }
+  [[nodiscard]] unsigned count(unsigned c) const { return bins_[c].count; }
+  [[nodiscard]] unsigned limit(unsigned c) const { return bins_[c].limit; }
+  [[nodiscard]] bool holds(unsigned c, const void* block) const {
+    for (unsigned i = 0; i < bins_[c].count; ++i)
+      if (bins_[c].slots[i] == block) return true;
+    return false;
+  }
+
+  // nullptr, or what is wrong: a count above its limit, a limit above kSlots, limits whose
+  // bytes are not those this thread claimed.
+  [[nodiscard]] const char* check() const {
+    std::size_t limits = 0;
+    for (unsigned c = 0; c < kClasses; ++c) {
+      if (bins_[c].count > bins_[c].limit) return "a medium bin holds more than its limit";
+      if (bins_[c].limit > kSlots) return "a medium bin's limit is above its slots";
+      limits += std::size_t{bins_[c].limit} * MediumClasses::bytes(c);
+    }
+    if (limits != held_limits_) return "a thread's medium limits are not the bytes it claimed";
+    if (limits > kThreadBytes) return "a thread's medium limits pass its bound";
+    return nullptr;
+  }
+
+  // fork(): in the child, the caches of the threads that did not survive are dropped; their
+  // claims are dropped with them.
+  void forget_claim() {
+    claimed_by_all().fetch_sub(held_limits_, std::memory_order_relaxed);
+    held_limits_ = 0;
+    for (Bin& bin : bins_) bin = Bin{};
+  }
+
+ private:
+  struct Bin {
+    std::uint16_t count = 0;
+    std::uint16_t limit = 0;
+    std::uint32_t uses = 0;       // pushes and pops (mod 2^32)
+    std::uint32_t uses_seen = 0;  // uses at trim_idle's last look
+    void* slots[kSlots];
+  };
+
+  // Raises class c's limit by one within both bounds.
+  bool grow(unsigned c) {
+    Bin& bin = bins_[c];
+    const std::size_t bytes = MediumClasses::bytes(c);
+    if (bin.limit == kSlots || held_limits_ + bytes > kThreadBytes) return false;
+    if (claimed_by_all().fetch_add(bytes, std::memory_order_relaxed) + bytes > kAllBytes) {
+      claimed_by_all().fetch_sub(bytes, std::memory_order_relaxed);
+      return false;
+    }
+    held_limits_ += bytes;
+    ++bin.limit;
+    return true;
+  }
+
+  template <class GiveBack>
+  void empty(unsigned c, GiveBack& give_back) {
+    Bin& bin = bins_[c];
+    if (bin.count != 0) give_back(bin.slots, bin.count);
+    const std::size_t bytes = std::size_t{bin.limit} * MediumClasses::bytes(c);
+    claimed_by_all().fetch_sub(bytes, std::memory_order_relaxed);
+    held_limits_ -= bytes;
+    bin.count = 0;
+    bin.limit = 0;
+  }
+
+  std::array<Bin, kClasses == 0 ? 1 : kClasses> bins_{};
+  std::size_t held_limits_ = 0;  // sum over bins of limit * class bytes, claimed
+};
+
+}  // namespace pagemalloc

@@ -1,0 +1,317 @@
+// Medium classes (design/medium_classes.h), a thread's medium bins (threads/medium_bins.h) and
+// an arena's medium stash (arena/medium_stash.h): the classes' lengths and rounding in each
+// spacing; the bins' bounds, halving and idle trim on fake blocks; and, in a design that has
+// them, that a freed medium block comes back from the thread's cache at its class's length,
+// that a second free of it is reported, that a block of another arena never enters the
+// freeing thread's bins, that a thread's exit gives its blocks back, that a block grows in
+// place into pages the thread's bins held, and that the heap's invariants hold throughout.
+#include <gtest/gtest.h>
+
+#include <pagemalloc/pagemalloc.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "arena/medium_stash.h"
+#include "chunks/address_map.h"
+#include "design/medium_classes.h"
+#include "heap/heap.h"
+#include "heap/heap_invariants.h"
+#include "threads/medium_bins.h"
+#include "threads/thread_cache.h"
+
+namespace {
+
+using pagemalloc::BuildMediumClasses;
+using pagemalloc::kPageSize;
+using pagemalloc::PageKind;
+
+constexpr std::size_t kKiB = 1024;
+
+using EighthTable = pagemalloc::MediumClassTable<65536, 262144, 8>;
+using PageExactTable = pagemalloc::MediumClassTable<65536, 262144, 0>;
+using WideTable = pagemalloc::MediumClassTable<65536, 1048576, 8>;
+using NoTable = pagemalloc::MediumClassTable<2048, 0, 8>;
+
+TEST(MediumClassTable, EightPerDoublingAreEightKiBThenSixteenKiBApart) {
+  ASSERT_EQ(EighthTable::kCount, 16u);
+  for (unsigned c = 0; c < 8; ++c) EXPECT_EQ(EighthTable::kPages[c], 18u + 2 * c);
+  for (unsigned c = 8; c < 16; ++c) EXPECT_EQ(EighthTable::kPages[c], 36u + 4 * (c - 8));
+  EXPECT_EQ(EighthTable::rounded(64 * kKiB + 1), 72 * kKiB);
+  EXPECT_EQ(EighthTable::rounded(129 * kKiB), 144 * kKiB);
+  EXPECT_EQ(EighthTable::rounded(256 * kKiB), 256 * kKiB);
+  EXPECT_EQ(EighthTable::rounded(300 * kKiB), 300 * kKiB) << "above the range: whole pages";
+  EXPECT_EQ(EighthTable::class_of_length(36), 8u);
+  EXPECT_EQ(EighthTable::class_of_length(37), EighthTable::kNone) << "no class is 37 pages";
+  EXPECT_EQ(EighthTable::class_of_length(16), EighthTable::kNone) << "a slab class's length";
+  EXPECT_EQ(EighthTable::class_of_length(65), EighthTable::kNone);
+  for (std::size_t size = 64 * kKiB + 1; size <= 256 * kKiB; size += 1000) {
+    const std::size_t usable = EighthTable::rounded(size);
+    ASSERT_GE(usable, size);
+    ASSERT_LE((usable - size) * 8, usable) << "at most an eighth past the request, " << size;
+    ASSERT_EQ(EighthTable::class_of_size(size), EighthTable::class_holding(usable / kPageSize));
+  }
+  ASSERT_EQ(WideTable::kCount, 32u);
+  EXPECT_EQ(WideTable::kPages[WideTable::kCount - 1], 256u);
+}
+
+TEST(MediumClassTable, PageExactKeepsEveryLengthAndNoneIsEmpty) {
+  ASSERT_EQ(PageExactTable::kCount, 48u);
+  for (std::size_t size = 64 * kKiB + 1; size <= 256 * kKiB; size += 999)
+    ASSERT_EQ(PageExactTable::rounded(size), pagemalloc::PageCount::covering(size).bytes());
+  EXPECT_FALSE(NoTable::kEnabled);
+  EXPECT_EQ(NoTable::kCount, 0u);
+  EXPECT_EQ(NoTable::class_holding(20), NoTable::kNone);
+}
+
+// Fake blocks (never read) on a table of their own (4 classes per doubling, the last 256 KiB),
+// so that the process-wide claim is theirs and not the heap's.
+using FakeTable = pagemalloc::MediumClassTable<65536, 262144, 4>;
+static_assert(FakeTable::kCount == 8 && FakeTable::kPages[7] == 64);
+using FakeBins = pagemalloc::MediumBins<FakeTable>;
+void* fake(std::uintptr_t n) { return reinterpret_cast<void*>(n << 20); }
+
+struct Sink {
+  std::vector<void*> given;
+  auto fn() {
+    return
+        [this](void* const* blocks, unsigned n) { given.insert(given.end(), blocks, blocks + n); };
+  }
+};
+
+TEST(MediumBins, ALimitGrowsByOneWithinTheThreadsBoundThenHalvesTheBin) {
+  auto bins = std::make_unique<FakeBins>();
+  Sink sink;
+  const std::size_t before = FakeBins::claimed_by_all().load();
+  EXPECT_FALSE(bins->try_push(7, fake(1))) << "a bin starts with no room";
+  ASSERT_TRUE(bins->push_full(7, fake(1), sink.fn()));
+  EXPECT_EQ(bins->limit(7), 1u);
+  EXPECT_EQ(FakeBins::claimed_by_all().load(), before + 256 * kKiB);
+  // 256 KiB blocks: the thread's bound lets its limits reach kThreadBytes / 256 KiB.
+  const unsigned most = unsigned(FakeBins::kThreadBytes / (256 * kKiB));
+  const unsigned cap = most < FakeBins::kSlots ? most : FakeBins::kSlots;
+  for (std::uintptr_t i = 2; i <= cap; ++i) {
+    const bool pushed = bins->try_push(7, fake(i)) || bins->push_full(7, fake(i), sink.fn());
+    ASSERT_TRUE(pushed);
+  }
+  EXPECT_EQ(bins->limit(7), cap);
+  EXPECT_TRUE(sink.given.empty());
+  ASSERT_FALSE(bins->try_push(7, fake(100)));
+  ASSERT_TRUE(bins->push_full(7, fake(100), sink.fn()));
+  EXPECT_EQ(sink.given.size(), (cap + 1) / 2) << "the older half went back";
+  EXPECT_EQ(sink.given.front(), fake(1));
+  EXPECT_EQ(bins->pop(7), fake(100)) << "the newest comes out first";
+  EXPECT_EQ(bins->check(), nullptr);
+  bins->empty_all(sink.fn());
+  EXPECT_EQ(FakeBins::claimed_by_all().load(), before) << "every limit given back";
+  EXPECT_EQ(bins->pop(7), nullptr);
+  EXPECT_EQ(bins->check(), nullptr);
+}
+
+TEST(MediumBins, TheBoundOfAllThreadsStopsGrowthAndAnIdleBinIsEmptied) {
+  Sink sink;
+  std::vector<std::unique_ptr<FakeBins>> threads;
+  std::uintptr_t next = 1;
+  // Enough bins of 256 KiB blocks to reach kAllBytes: the last ones cannot grow.
+  const std::size_t per_thread = FakeBins::kSlots * 256 * kKiB < FakeBins::kThreadBytes
+                                     ? FakeBins::kSlots * 256 * kKiB
+                                     : FakeBins::kThreadBytes / (256 * kKiB) * 256 * kKiB;
+  const std::size_t needed = FakeBins::kAllBytes / per_thread + 2;
+  unsigned refused = 0;
+  for (std::size_t t = 0; t < needed; ++t) {
+    threads.push_back(std::make_unique<FakeBins>());
+    for (unsigned i = 0; i < FakeBins::kSlots; ++i)
+      if (!threads.back()->try_push(7, fake(next)) &&
+          !threads.back()->push_full(7, fake(next), sink.fn()))
+        ++refused;
+      else ++next;
+  }
+  EXPECT_GT(refused, 0u) << "a bin that may not grow takes nothing";
+  EXPECT_LE(FakeBins::claimed_by_all().load(), FakeBins::kAllBytes);
+  FakeBins& first = *threads.front();
+  ASSERT_NE(first.count(7), 0u);
+  first.trim_idle(sink.fn());  // the first look: used since (or never looked at)
+  EXPECT_NE(first.count(7), 0u);
+  first.trim_idle(sink.fn());  // no push or pop since the last look
+  EXPECT_EQ(first.count(7), 0u);
+  EXPECT_EQ(first.limit(7), 0u);
+  for (auto& bins : threads) bins->empty_all(sink.fn());
+  EXPECT_EQ(FakeBins::claimed_by_all().load(), 0u);
+  EXPECT_EQ(sink.given.size(), next - 1) << "every block pushed came back once";
+}
+
+TEST(MediumStash, KeepsEachClassLastInFirstOutWithinItsBounds) {
+  auto stash = std::make_unique<pagemalloc::MediumStash<EighthTable>>();
+  EXPECT_EQ(stash->take(3), nullptr);
+  ASSERT_TRUE(stash->put(3, fake(1)));
+  ASSERT_TRUE(stash->put(3, fake(2)));
+  EXPECT_EQ(stash->total_pages(), 2u * EighthTable::kPages[3]);
+  EXPECT_EQ(stash->take(3), fake(2));
+  unsigned kept = 0;
+  while (stash->put(15, fake(10 + kept))) ++kept;
+  EXPECT_LE(kept, pagemalloc::MediumStash<EighthTable>::kSlots);
+  EXPECT_LE(kept * 256 * kKiB, pagemalloc::MediumStash<EighthTable>::kMaxBytes);
+  std::size_t flushed = 0;
+  stash->flush([&](void*, unsigned) { ++flushed; });
+  EXPECT_EQ(flushed, kept + 1);
+  EXPECT_TRUE(stash->empty());
+}
+
+// The allocator with medium classes.
+class MediumBlocks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if constexpr (!BuildMediumClasses::kEnabled)
+      GTEST_SKIP() << "this design has no medium classes (no thread caches)";
+  }
+  static PageKind kind_of(const void* p) {
+    return pagemalloc::load_entry(pagemalloc::chunk_base_of(p), pagemalloc::page_index_of(p))
+        .kind();
+  }
+  static const char* problems() {
+    const char* problem = pagemalloc::check_heap_invariants();
+    return problem == nullptr ? "(none)" : problem;
+  }
+};
+
+TEST_F(MediumBlocks, AFreedBlockComesBackFromTheThreadsCacheAtItsClassLength) {
+  void* p = pm_malloc(100 * kKiB);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(pm_malloc_usable_size(p), 104 * kKiB);
+  EXPECT_EQ(pm_nallocx(100 * kKiB, 0), 104 * kKiB);
+  pm_free(p);
+  EXPECT_EQ(kind_of(p), PageKind::ThreadCached);
+  EXPECT_STREQ(problems(), "(none)");
+  void* again = pm_malloc(97 * kKiB);  // the same class
+  EXPECT_EQ(again, p);
+  EXPECT_EQ(kind_of(again), PageKind::Large);
+  EXPECT_EQ(pm_sallocx(again, 0), 104 * kKiB);
+  pm_free(again);
+}
+
+TEST_F(MediumBlocks, ManyBlocksOfEveryClassKeepTheBoundsAndTheInvariants) {
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<std::size_t> length(64 * kKiB + 1,
+                                                    BuildMediumClasses::kMaxMediumSize);
+  std::vector<void*> live(300, nullptr);
+  for (int round = 0; round < 4000; ++round) {
+    void*& slot = live[rng() % live.size()];
+    pm_free(slot);
+    slot = pm_malloc(length(rng));
+    ASSERT_NE(slot, nullptr);
+    static_cast<unsigned char*>(slot)[0] = 1;
+  }
+  EXPECT_STREQ(problems(), "(none)");
+  for (void*& p : live) pm_free(p);
+  EXPECT_STREQ(problems(), "(none)");
+  const auto* cache = pagemalloc::ThreadCache::current();
+  ASSERT_NE(cache, nullptr);
+  EXPECT_EQ(cache->medium().check(), nullptr);
+  EXPECT_LE(cache->medium().bytes_held(), pagemalloc::ThreadCache::Medium::kThreadBytes);
+  EXPECT_TRUE(cache->holds_medium());
+  pm_purge();  // the thread's cache, then the arena's stash, given back
+  EXPECT_FALSE(cache->holds_medium());
+  EXPECT_EQ(cache->medium().bytes_held(), 0u);
+  EXPECT_STREQ(problems(), "(none)");
+}
+
+TEST_F(MediumBlocks, ABlockOfAnotherArenaGoesHomeNotIntoTheFreeingThreadsBins) {
+  const unsigned arena = pm_arena_create();
+  ASSERT_NE(arena, 0u);
+  void* p = pm_mallocx(128 * kKiB, PM_ARENA(arena));
+  ASSERT_NE(p, nullptr);
+  pm_free(p);
+  EXPECT_NE(kind_of(p), PageKind::ThreadCached) << "an explicit arena's block stays its arena's";
+  pm_free(pm_malloc(16));  // this thread's cache, if it had none
+  const auto* cache = pagemalloc::ThreadCache::current();
+  ASSERT_NE(cache, nullptr);
+  const unsigned c = BuildMediumClasses::class_of_length(32);
+  EXPECT_FALSE(cache->medium().holds(c, p));
+  EXPECT_STREQ(problems(), "(none)");
+  EXPECT_EQ(pm_arena_destroy(arena), 0);
+  // A block of another automatic arena (the suite runs with two: tests/CMakeLists.txt), made by
+  // a thread of that arena, freed here: back to its arena, not into this thread's bins.
+  auto arena_of = [](const void* block) {
+    return pagemalloc::AddressMap::owner_of<pagemalloc::Arena>(
+        pagemalloc::address_map().get(pagemalloc::chunk_base_of(block)));
+  };
+  void* foreign = nullptr;
+  for (int tries = 0; tries < 16 && foreign == nullptr; ++tries) {
+    void* made = nullptr;
+    std::thread([&] { made = pm_malloc(128 * kKiB); }).join();
+    if (arena_of(made) != cache->arena()) foreign = made;
+    else pm_free(made);
+  }
+  if (foreign == nullptr) GTEST_SKIP() << "every thread got this thread's arena";
+  pm_free(foreign);
+  EXPECT_NE(kind_of(foreign), PageKind::ThreadCached);
+  EXPECT_FALSE(cache->medium().holds(c, foreign));
+  EXPECT_STREQ(problems(), "(none)");
+}
+
+TEST_F(MediumBlocks, AThreadsExitGivesItsBlocksBack) {
+  std::vector<void*> freed;
+  const std::size_t claimed = pagemalloc::ThreadCache::Medium::claimed_by_all().load();
+  std::thread([&] {
+    std::vector<void*> blocks;
+    for (int i = 0; i < 20; ++i) blocks.push_back(pm_malloc(200 * kKiB));
+    for (void* p : blocks) pm_free(p);
+    for (void* p : blocks)
+      if (kind_of(p) == PageKind::ThreadCached) freed.push_back(p);
+  }).join();
+  EXPECT_FALSE(freed.empty()) << "the thread's bins held some of its blocks";
+  for (void* p : freed) EXPECT_NE(kind_of(p), PageKind::ThreadCached);
+  EXPECT_EQ(pagemalloc::ThreadCache::Medium::claimed_by_all().load(), claimed);
+  EXPECT_STREQ(problems(), "(none)");
+}
+
+TEST_F(MediumBlocks, ABlockGrowsInPlaceIntoPagesTheThreadsBinsHeld) {
+  // Two blocks one after the other (a fresh chunk's runs are carved in order).
+  std::vector<void*> tried;
+  void* a = nullptr;
+  void* b = nullptr;
+  for (int i = 0; i < 64 && b == nullptr; ++i) {
+    void* p = pm_malloc(128 * kKiB);
+    void* q = pm_malloc(128 * kKiB);
+    if (static_cast<std::byte*>(q) == static_cast<std::byte*>(p) + 128 * kKiB) {
+      a = p;
+      b = q;
+    } else {
+      tried.push_back(p);
+      tried.push_back(q);
+    }
+  }
+  ASSERT_NE(b, nullptr) << "no two blocks in a row";
+  pm_free(b);
+  ASSERT_EQ(kind_of(b), PageKind::ThreadCached);
+  void* grown = pm_rallocx(a, 256 * kKiB, PM_ALIGN(64));
+  EXPECT_EQ(grown, a) << "grown in place once the bins gave the block after it back";
+  EXPECT_STREQ(problems(), "(none)");
+  pm_free(grown);
+  for (void* p : tried) pm_free(p);
+}
+
+class MediumBlocksDeathTest : public MediumBlocks {};
+
+TEST_F(MediumBlocksDeathTest, ASecondFreeOfACachedBlockIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        void* p = pm_malloc(150 * kKiB);
+        pm_free(p);
+        pm_free(p);
+      },
+      "pagemalloc: pm_free\\(0x[0-9a-f]+\\): double free");
+  EXPECT_DEATH(
+      {
+        void* p = pm_malloc(150 * kKiB);
+        pm_free(p);
+        pm_malloc_usable_size(p);
+      },
+      "not a live block");
+}
+
+}  // namespace
