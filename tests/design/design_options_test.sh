@@ -32,6 +32,8 @@ expect_refused PAGEMALLOC_PRESET je2009 "PAGEMALLOC_PRESET=je2009: unknown"
 expect_refused PAGEMALLOC_RUNS splay "PAGEMALLOC_RUNS=splay: unknown"
 expect_refused PAGEMALLOC_MAX_SMALL_SIZE 4096 "PAGEMALLOC_MAX_SMALL_SIZE=4096: use one of 2048 16384"
 expect_refused PAGEMALLOC_ARENAS many "PAGEMALLOC_ARENAS=many"
+expect_refused PAGEMALLOC_MAX_MEDIUM_SIZE 300000 "PAGEMALLOC_MAX_MEDIUM_SIZE=300000: use one of 0 262144"
+expect_refused PAGEMALLOC_MEDIUM_SPACING 3 "PAGEMALLOC_MEDIUM_SPACING=3: use one of 0 4 8 16"
 expect_refused PAGEMALLOC_CHUNK_SIZE 4194304 "PAGEMALLOC_CHUNK_SIZE=4194304: use one of 1048576 2097152"
 
 # A chunk size in the list reaches both generated headers; the preset's when none is given.

@@ -33,7 +33,7 @@ constexpr std::size_t kKiB = 1024;
 
 using EighthTable = pagemalloc::MediumClassTable<65536, 262144, 8>;
 using PageExactTable = pagemalloc::MediumClassTable<65536, 262144, 0>;
-using WideTable = pagemalloc::MediumClassTable<65536, 1048576, 8>;
+using WideTable = pagemalloc::MediumClassTable<65536, 524288, 8>;  // (1 MiB: 2 MiB chunks only)
 using NoTable = pagemalloc::MediumClassTable<2048, 0, 8>;
 
 TEST(MediumClassTable, EightPerDoublingAreEightKiBThenSixteenKiBApart) {
@@ -54,8 +54,8 @@ TEST(MediumClassTable, EightPerDoublingAreEightKiBThenSixteenKiBApart) {
     ASSERT_LE((usable - size) * 8, usable) << "at most an eighth past the request, " << size;
     ASSERT_EQ(EighthTable::class_of_size(size), EighthTable::class_holding(usable / kPageSize));
   }
-  ASSERT_EQ(WideTable::kCount, 32u);
-  EXPECT_EQ(WideTable::kPages[WideTable::kCount - 1], 256u);
+  ASSERT_EQ(WideTable::kCount, 24u);
+  EXPECT_EQ(WideTable::kPages[WideTable::kCount - 1], 128u);
 }
 
 TEST(MediumClassTable, PageExactKeepsEveryLengthAndNoneIsEmpty) {

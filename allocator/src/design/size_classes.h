@@ -6,7 +6,8 @@
 // bytes wastes at most 1/8 of its block (four per doubling, as jemalloc's, lose up to a
 // quarter: a program's most common object of 392 bytes takes 448 there, 416 here); below, waste
 // is under the 16-byte alignment granule. Every request above the largest class is a run of
-// whole pages (at most 7% waste, at 64 KiB + 1).
+// whole pages (at most 7% waste, at 64 KiB + 1), rounded up to its medium class where the
+// design has them (medium_classes.h: at most 1/8 more, in pages a program need not touch).
 //
 // Classes above 16 KiB keep blocks that programs replace by the thousand (buffers, a
 // runtime's pages) in the thread caches, where a run of pages took the arena's lock for every

@@ -108,7 +108,7 @@ const char* check_chunk(std::byte* chunk, IsCurrent is_current, PageMapTally& ta
                         std::size_t num_classes) {
   const PageIndex end(kPagesPerChunk);
   PageIndex i(0);
-  while (i < end && page_entry(chunk, i).kind() == PageKind::Header) i = i + PageCount(1);
+  while (i < end && load_entry(chunk, i).kind() == PageKind::Header) i = i + PageCount(1);
   if (i == PageIndex(0)) return "a chunk has no header pages";
   while (i < end) {
     const PageEntry e = load_entry(chunk, i);  // a medium block's may be its thread's to change

@@ -482,9 +482,10 @@ class RunManagerCore {
     if (tail != head) return "a free run's last tag differs from its first";
     if (head.record() != s.record || s.record->run != s.base())
       return "a free run's tags and its record do not point at each other";
-    if (page_entry(s.chunk, s.first - PageCount(1)).is_free())
+    // (The neighbours' entries may be a thread's to change: load_entry.)
+    if (load_entry(s.chunk, s.first - PageCount(1)).is_free())
       return "a free run has a free run just before it (not coalesced)";
-    if (s.end_index() < PageIndex(kPagesPerChunk) && page_entry(s.chunk, s.end_index()).is_free())
+    if (s.end_index() < PageIndex(kPagesPerChunk) && load_entry(s.chunk, s.end_index()).is_free())
       return "a free run has a free run just after it (not coalesced)";
     auto* marks = info->check_marks;
     for (std::size_t i = s.first.value(); i < s.end_index().value(); ++i) {
