@@ -19,7 +19,8 @@ cc -O2 -pthread -o "$work/burst_given_back" \
   "$(dirname "${BASH_SOURCE[0]}")/programs/burst_given_back.c"
 
 failures=0
-for sizes_thread in "fixed same" "random other"; do
+# "random same": blocks of 64-256 KiB among them wait in the calling thread's medium bins.
+for sizes_thread in "fixed same" "random other" "random same"; do
   for later in constant cycling; do
     for sleeps in 0 1; do
       read -r sizes thread <<<"$sizes_thread"

@@ -183,6 +183,7 @@ class Allocator<Config>::Heap {
   // calling thread's medium bins, or nullptr; freed into them, or false.
   [[gnu::hot, gnu::noinline]] static void* pop_medium_here(std::size_t size);
   static bool freed_medium_into_cache(PageEntry e, void* p);
+  static bool push_medium_to(ThreadCache& cache, PageEntry e, void* p);
   void deallocate_small(Arena& owner, PageEntry e, void* p, const char* call);
   [[gnu::hot]] void deallocate_foreign(ThreadCache& cache, Arena& owner, PageEntry e, void* p,
                                        const char* call);
@@ -319,20 +320,16 @@ inline bool Allocator<Config>::Heap::freed_into_cache(void* p) {
   if (!ThreadCache::remembers(chunk)) [[unlikely]]
     return false;
   const PageEntry e = page_entry(chunk, page_index_of(p));
-  if (!e.is_slab()) [[unlikely]]
+  if (!e.is_slab() || *static_cast<const std::uintptr_t*>(p) == ThreadCache::freed_key())
+      [[unlikely]]
     return false;  // (a medium block: deallocate_slow's first test)
-  if (*static_cast<const std::uintptr_t*>(p) == ThreadCache::freed_key()) [[unlikely]]
-    return false;
   *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
   ThreadCache::remembering()->push_slab_region(e, p);
   return true;
 }
 
-// freed_into_cache for a block that is not a slab's: a medium block of exactly its class's
-// length, at the start of its page, into the thread's medium bins (the chunk is one the thread
-// remembers as its arena's: checks were off when it did). deallocate_slow's first test, so that
-// the entry points that inline the fast paths carry none of it; pop_medium_here is out of line
-// for the same reason.
+// malloc's fast path for a medium size: out of line, so that the entry points that inline the
+// fast paths carry a call, not the path.
 template <class Config>
 void* Allocator<Config>::Heap::pop_medium_here(std::size_t size) {
   ThreadCache* cache = ThreadCache::current();
@@ -341,14 +338,25 @@ void* Allocator<Config>::Heap::pop_medium_here(std::size_t size) {
   return cache->pop_medium(MediumClasses::class_of_size(size));
 }
 
+// The block p, whose first entry is e, into cache's medium bins if it is a medium block of
+// exactly its class's length at the start of its page (false otherwise, or if the bin keeps
+// none). Requires: p lies in a chunk of cache's arena, and checks are off.
 template <class Config>
-inline bool Allocator<Config>::Heap::freed_medium_into_cache(PageEntry e, void* p) {
+inline bool Allocator<Config>::Heap::push_medium_to(ThreadCache& cache, PageEntry e, void* p) {
   if constexpr (!MediumClasses::kEnabled || Config::kAllocatedRunsTree) return false;
   if (e.kind() != PageKind::Large || (reinterpret_cast<std::uintptr_t>(p) & (kPageSize - 1)) != 0)
     return false;
   const unsigned medium_class = MediumClasses::class_of_length(e.pages().value());
   if (medium_class == MediumClasses::kNone) return false;
-  return ThreadCache::remembering()->push_medium(medium_class, p);
+  return cache.push_medium(medium_class, p);
+}
+
+// deallocate_slow's first test: push_medium_to for a block in a chunk the thread remembers as
+// its arena's (checks were off when it did). Not in freed_into_cache, so that the entry points
+// that inline it carry none of it.
+template <class Config>
+inline bool Allocator<Config>::Heap::freed_medium_into_cache(PageEntry e, void* p) {
+  return push_medium_to(*ThreadCache::remembering(), e, p);
 }
 
 template <class Config>

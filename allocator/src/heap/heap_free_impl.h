@@ -173,14 +173,12 @@ void Allocator<Config>::Heap::deallocate_slow(void* p, const char* call) noexcep
 // (checks look every freed block up in its arena). False if it stays the caller's to free.
 template <class Config>
 bool Allocator<Config>::Heap::push_medium(Arena& owner, PageEntry e, void* p) {
-  if constexpr (!MediumClasses::kEnabled || Config::kAllocatedRunsTree) return false;
-  const unsigned medium_class = MediumClasses::class_of_length(e.pages().value());
-  if (medium_class == MediumClasses::kNone) return false;
+  if constexpr (!MediumClasses::kEnabled) return false;
   ThreadCache* cache = ThreadCache::current();
   if (cache == nullptr || cache->arena() != &owner ||
       options().checks.load(std::memory_order_relaxed))
     return false;
-  return cache->push_medium(medium_class, p);
+  return push_medium_to(*cache, e, p);
 }
 
 template <class Config>
