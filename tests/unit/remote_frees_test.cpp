@@ -209,68 +209,10 @@ TEST(ArenaRemoteFrees, AThreadKeepsAtMostAForeignLimitOfOthersBlocks) {
       << "a thread freeing others' 1 KiB blocks kept more of them than its foreign limit";
 }
 
-// A thread that allocates from the class (its bin has refilled) keeps freeing others' blocks
-// into its cache up to the bin's limit, since its next allocations reuse them.
-TEST(ArenaRemoteFrees, AThreadThatAllocatesTheClassKeepsOthersBlocksToReuse) {
-  if (!pagemalloc::BuildConfig::kThreadCaches)
-    GTEST_SKIP() << "a design without thread caches frees every block to its arena at once";
-  constexpr std::size_t kSize = 1024;
-  constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
-  const std::vector<void*> blocks =
-      allocate_blocks(pagemalloc::ThreadCache::initial_limit(kClass), kSize);
-  ASSERT_GT(pagemalloc::heap().automatic_arena_count(), 1u);
-  const pagemalloc::Arena* mine = pagemalloc::ThreadCache::current()->arena();
-  void* own = nullptr;  // a refill of the class from the other thread's arena
-  const FreedElsewhere seen = free_elsewhere(
-      blocks, [&] { own = pm_malloc(kSize); }, [&] { pm_free(own); });
-  ASSERT_NE(mine, seen.arena) << "the threads should have different arenas";
-  EXPECT_GT(seen.most_cached, pagemalloc::ThreadCache::foreign_limit(kClass) * kSize)
-      << "a thread allocating 1 KiB blocks flushed others' at the foreign limit";
-}
-
-// A thread that frees others' blocks in bursts and allocates half as many between them (the
-// pattern of a server thread handing requests on: sh8bench, larson) pops foreign regions from
-// its bin without emptying it, so without a refill. Its bin is kept and grows past its first
-// limit, instead of flushing whole at the foreign limit and refilling from its arena.
-TEST(ArenaRemoteFrees, AThreadThatPopsOthersRegionsKeepsThemAndItsBinGrows) {
-  if (!pagemalloc::BuildConfig::kThreadCaches)
-    GTEST_SKIP() << "a design without thread caches frees every block to its arena at once";
-  constexpr std::size_t kSize = 1024;
-  constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
-  constexpr std::size_t kBursts = 20, kFreed = 100, kAllocated = 50;
-  const std::vector<void*> blocks = allocate_blocks(kBursts * kFreed, kSize);
-  ASSERT_GT(pagemalloc::heap().automatic_arena_count(), 1u);
-  const pagemalloc::Arena* mine = pagemalloc::ThreadCache::current()->arena();
-  const pagemalloc::Arena* theirs = nullptr;
-  std::size_t most_cached = 0;
-  std::thread other([&] {
-    pm_free(pm_malloc(8));  // the thread's cache and arena
-    theirs = pagemalloc::ThreadCache::current()->arena();
-    const std::size_t before = pagemalloc::ThreadCache::bytes_cached_by_all();
-    std::vector<void*> kept;
-    for (std::size_t burst = 0; burst < kBursts; ++burst) {
-      for (std::size_t i = 0; i < kFreed; ++i) {
-        pm_free(blocks[burst * kFreed + i]);
-        const std::size_t now = pagemalloc::ThreadCache::bytes_cached_by_all();
-        most_cached = std::max(most_cached, now > before ? now - before : 0);
-      }
-      for (std::size_t i = 0; i < kAllocated; ++i) kept.push_back(pm_malloc(kSize));
-    }
-    for (void* p : kept) pm_free(p);
-    pm_purge();
-  });
-  other.join();
-  ASSERT_NE(mine, theirs) << "the threads should have different arenas";
-  EXPECT_GT(most_cached, pagemalloc::ThreadCache::initial_limit(kClass) * kSize)
-      << "a thread allocating from its foreign regions flushed them instead of keeping them";
-  const char* problem = pagemalloc::heap().check_invariants();
-  EXPECT_EQ(problem, nullptr) << problem;
-}
-
-// A thread whose bin of a class only takes frees flushes it whole (thread_cache.h); when the
-// free that overflows it is of another arena's block, that block stays marked as foreign in
-// the emptied bin and goes back to its own arena, not into the thread's arena's stash.
-TEST(ArenaRemoteFrees, AForeignFreeThatEmptiesAConsumersBinReturnsToItsArena) {
+// A thread whose bin of a class is full of its own regions, freeing another arena's block,
+// flushes the older half of its own and keeps the block among its outgoing regions, which
+// go back to their own arena, not into the thread's arena's stash.
+TEST(ArenaRemoteFrees, AForeignFreeIntoAFullBinKeepsItOutgoingAndItGoesHome) {
   if (!pagemalloc::BuildConfig::kThreadCaches)
     GTEST_SKIP() << "a design without thread caches frees every block to its arena at once";
   constexpr std::size_t kSize = 320;
@@ -279,23 +221,27 @@ TEST(ArenaRemoteFrees, AForeignFreeThatEmptiesAConsumersBinReturnsToItsArena) {
   void* foreign = pm_malloc(kSize);
   ASSERT_GT(pagemalloc::heap().automatic_arena_count(), 1u);
   const pagemalloc::Arena* mine = pagemalloc::ThreadCache::current()->arena();
+  const std::size_t mine_allocated = pagemalloc::ThreadCache::current()->arena()->stats().allocated;
   const pagemalloc::Arena* theirs = nullptr;
   std::thread other([&] {
-    const std::vector<void*> own = allocate_blocks(4 * limit, kSize);
+    const std::vector<void*> own = allocate_blocks(2 * limit, kSize);
     const pagemalloc::ThreadCache* cache = pagemalloc::ThreadCache::current();
     theirs = cache->arena();
-    pm_purge();  // a flush after refills
-    // A flush of half at limit + 1 frees, then the bin full again: its next flush is whole.
-    for (unsigned i = 0; i < limit + 1 + (limit / 2 - 1); ++i) pm_free(own[i]);
-    ASSERT_EQ(cache->cached(kClass), limit);
-    pm_free(foreign);  // overflows the bin: a whole flush, then the foreign block in it
-    EXPECT_EQ(cache->cached(kClass), 1u);
     pm_purge();
-    for (unsigned i = limit + 1 + (limit / 2 - 1); i < own.size(); ++i) pm_free(own[i]);
+    for (unsigned i = 0; i < limit; ++i) pm_free(own[i]);
+    ASSERT_EQ(cache->cached(kClass), limit);
+    pm_free(foreign);  // a full bin: its older half goes back, the block waits outgoing
+    EXPECT_EQ(cache->cached(kClass), limit - limit / 2);
+    EXPECT_EQ(cache->outgoing(kClass), 1u);
+    pm_purge();
+    EXPECT_EQ(cache->outgoing(kClass), 0u);
+    for (unsigned i = limit; i < own.size(); ++i) pm_free(own[i]);
     pm_purge();
   });
   other.join();
   ASSERT_NE(mine, theirs) << "the threads should have different arenas";
+  // Home: the main thread's arena counts the block as free again.
+  EXPECT_EQ(pagemalloc::ThreadCache::current()->arena()->stats().allocated, mine_allocated - kSize);
   const char* problem = pagemalloc::heap().check_invariants();
   EXPECT_EQ(problem, nullptr) << problem;
 }

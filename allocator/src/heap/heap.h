@@ -307,7 +307,8 @@ inline typename Allocator<Config>::ThreadCache* Allocator<Config>::Heap::own_sma
     return nullptr;
   e = page_entry(chunk, page_index_of(p));
   if (e.kind() != PageKind::Slab ||
-      *static_cast<const std::uintptr_t*>(p) == ThreadCache::freed_key()) [[unlikely]]
+      *static_cast<const std::uintptr_t*>(p) == ThreadCache::freed_key() || !cache->owns(p))
+      [[unlikely]]
     return nullptr;
   return cache;
 }
@@ -320,11 +321,12 @@ inline bool Allocator<Config>::Heap::freed_into_cache(void* p) {
   if (!ThreadCache::remembers(chunk)) [[unlikely]]
     return false;
   const PageEntry e = page_entry(chunk, page_index_of(p));
-  if (!e.is_slab() || *static_cast<const std::uintptr_t*>(p) == ThreadCache::freed_key())
-      [[unlikely]]
-    return false;  // (a medium block: deallocate_slow's first test)
+  ThreadCache* cache = ThreadCache::remembering();
+  if (!e.is_slab() || *static_cast<const std::uintptr_t*>(p) == ThreadCache::freed_key() ||
+      !cache->owns(p)) [[unlikely]]
+    return false;  // (a medium block: deallocate_slow's first test; a foreign one: its last)
   *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
-  ThreadCache::remembering()->push_slab_region(e, p);
+  cache->push_slab_region(e, p);
   return true;
 }
 

@@ -26,12 +26,13 @@
 namespace pagemalloc {
 
 // A freed region of `owner` into the thread's cache: its first word marked, pushed as the
-// cache's own or as a foreign region.
+// cache's own (of its arena, in a granule the thread owns) or as a foreign region, which goes
+// home (thread_cache.h).
 template <class ThreadCache, class Arena>
 [[gnu::always_inline]] inline void cache_freed_region(ThreadCache& cache, Arena& owner,
                                                       unsigned size_class, void* p) {
   *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
-  if (cache.arena() == &owner) cache.push(size_class, p);
+  if (cache.arena() == &owner && cache.owns(p)) cache.push(size_class, p);
   else cache.push_foreign(size_class, p);
 }
 
@@ -64,7 +65,8 @@ template <class Config>
 }
 
 // free's path for a small block of another automatic arena (or of the thread's own that the
-// fast path declined): into the thread's cache as a foreign region. Anything else, a block
+// fast path declined: one in a granule the thread does not own): into the thread's cache,
+// foreign unless it is the thread's own. Anything else, a block
 // whose first word holds the freed key among them (which may be a double free), goes through
 // deallocate_unusual.
 template <class Config>

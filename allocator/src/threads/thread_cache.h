@@ -6,14 +6,13 @@
 // that class than it holds: an overflow raises the class's limit (doubling it, up to
 // capacity(class)) while the thread's budget allows, and only flushes when it does not. A bin
 // grows only while the thread allocates from it: its own regions if it refilled since its last
-// flush (a thread that frees what others of its arena allocated keeps no more than its first
-// limit), regions of other arenas (below) if it popped them. The
-// budget, kBudgetBytes, bounds the bytes by which one thread's limits may grow above their
-// initial ones. A stack starts in a packed area that holds every class's initial limit one
-// after another (some 18 KiB: a thread that uses a few dozen classes touches a few pages of
-// it, not a page per class). A growth to at most kPackedGrowth slots moves it to room for its
-// new limit taken in turn from a second packed area, so that classes that grow a little
-// share pages too; a larger growth (or one that finds that area full) moves it to room for
+// flush (a thread that frees what it did not allocate keeps no more than its first limit:
+// those regions go home, below). The budget, kBudgetBytes, bounds the bytes by which one thread's
+// limits may grow above their initial ones. A stack starts in a packed area that holds every
+// class's initial limit one after another (some 18 KiB: a thread that uses a few dozen classes
+// touches a few pages of it, not a page per class). A growth to at most kPackedGrowth slots moves
+// it to room for its new limit taken in turn from a second packed area, so that classes that grow a
+// little share pages too; a larger growth (or one that finds that area full) moves it to room for
 // its largest stack, reserved per class in the cache record, where it grows in place. Each
 // area's pages are touched only as stacks fill them.
 //
@@ -48,18 +47,27 @@
 // A freed region's first word is set to a key: a free that finds the key there checks the
 // cache and the slab's bitmap, and reports a double free instead of caching the region twice.
 //
-// A cache belongs to one automatic arena. The fast path caches only that arena's regions; a
-// region of another automatic arena (freed by a thread other than the one that allocated
-// it) goes in through push_foreign, from the slow path, without a lock, and marks its bin
-// mixed: a mixed bin's flush returns each region to the arena that holds it, found through
-// the address map (as jemalloc's tcache flush sorts by arena): to another arena through its
-// inbox of remote frees, without its lock (arena.h). A mixed bin holds at most
-// foreign_limit(class) regions (8 KiB worth) before it flushes whole, unless the thread
-// allocates from it (it has refilled, or popped regions, since its last flush), and it grows
-// only if so: what a thread that only frees others' blocks keeps of them is memory their
-// arenas cannot reuse, so it stays small in every class (in a consumer thread, of every class
-// its producers send), while a thread that frees others' blocks and allocates as many (the
-// threads of a server that hand requests on) reuses them from its cache.
+// Blocks go home. A thread owns the granules (kOwnedGranule bytes, a few cache lines) it took
+// regions from (a refill) in the last window of kOwnedWindowMs or the one before it,
+// remembered in its cache in a filter of a bit per granule (owns: kOwnedWords words, the
+// granule's number modulo their bits; while the process has one cache, every granule is its
+// thread's). A region freed by a thread that does not own its granule, or one of another
+// automatic arena, is foreign: it goes in
+// through push_foreign, from the slow path, without a lock, to the bin's outgoing regions,
+// which sit at the top of its slots (they take room, not count, so that no pop hands them
+// out: the fill word the fast paths read never counts them). A thread that frees a block
+// another allocated therefore never hands it out again beside that thread's hot objects
+// (Hoard's passive false sharing), as mimalloc's per-page thread_free lists and snmalloc's
+// message queues send such a block to its owner. The outgoing regions go home in one batch
+// (return_to_owners: to this cache's arena under its lock, to another arena through its
+// inbox of remote frees, without its lock: arena.h) when they reach foreign_limit(class)
+// (8 KiB worth), when the bin fills, when it is idle at a decay tick, and at a flush of the
+// whole cache, so a thread that only frees others' blocks keeps at most 8 KiB of each class.
+// A false "owned" (two granules of one bit, or a granule whose regions two threads took: at
+// the ends of their refills) only lets a thread reuse a block as before; a missed one (a block
+// allocated from a granule refilled two windows ago) sends an own block through the arena,
+// one flush and refill later. Pages would be too coarse: threads of one arena refill from one
+// slab in turn, so a page's regions are often several threads'.
 #pragma once
 
 #include <array>
@@ -97,8 +105,7 @@ constexpr unsigned cache_capacity(unsigned size_class) {
                                        : unsigned(by_bytes);
 }
 
-// The most regions a mixed bin (one holding other arenas' regions) keeps before it flushes:
-// 8 KiB worth, at least 2. Classes up to 128 bytes reach their first limit first.
+// The most foreign regions a bin keeps before they go home (outgoing): 8 KiB worth, at least 2.
 constexpr unsigned cache_foreign_limit(unsigned size_class) {
   const std::size_t by_bytes = (std::size_t{8} << 10) / kAllSizeClasses[size_class].size;
   return by_bytes < 2 ? 2 : unsigned(by_bytes);
@@ -108,6 +115,14 @@ constexpr unsigned cache_foreign_limit(unsigned size_class) {
 // a row, in four lines of thread-local storage.
 inline constexpr std::size_t kRememberedChunks = 32;
 static_assert(std::has_single_bit(kRememberedChunks));
+
+// The granules a thread owns (ThreadCache::owns): a bit per 256 bytes in this many words of
+// its cache (4 KiB: 8 MiB in a row before two granules share a bit), and the window after which
+// a refill's granules stop counting.
+inline constexpr unsigned kLgOwnedGranule = 8;
+inline constexpr std::size_t kOwnedWords = 512;
+static_assert(std::has_single_bit(kOwnedWords));
+inline constexpr std::uint64_t kOwnedWindowMs = 1000;
 
 // Per class, of every class any design has (a design's classes are the first of these:
 // size_classes.h).
@@ -251,25 +266,20 @@ class Allocator<Config>::ThreadCache {
             p);
   }
 
-  // Requires: as push; p belongs to another automatic arena than this cache's.
-  void push_foreign(unsigned size_class, void* p) {
-    const CacheBin& bin = bins_[size_class];
-    BinUse& use = uses_[size_class];
-    const std::uint32_t count = bin.count();
-    // Fewer regions than after the last foreign push, with no flush or growth since: the
-    // thread popped some, so it allocates from the bin even if its frees keep it full.
-    if (use.mixed && count < use.foreign_mark) use.popped = true;
-    // Only in a bin that the thread does not allocate from (no refill, no pop since its last
-    // flush): one that does reuses the foreign regions itself. A flush of every region clears
-    // `mixed`: it is set after the push, for p, so that a flush in the push (a full bin's)
-    // returns what the bin held before as what it was.
-    if (use.mixed && !use.refilled() && !use.popped && count >= foreign_limit(size_class) &&
-        count < bin.limit())
-      flush(size_class, count);
-    push(size_class, p);
-    use.mixed = true;
-    use.foreign_mark = bin.count();
+  // Whether the cache's thread owns the granule of p (the file's comment): the free paths'
+  // test that a block is the thread's to reuse.
+  [[nodiscard]] bool owns(const void* p) const {
+    const std::uintptr_t granule = reinterpret_cast<std::uintptr_t>(p) >> kLgOwnedGranule;
+    return (owned_[(granule / 64) % kOwnedWords] >> (granule % 64)) & 1;
   }
+
+  // Requires: as push; p belongs to another automatic arena than this cache's, or lies in a
+  // granule the thread does not own. Among the bin's outgoing regions, never handed out again
+  // by this thread.
+  [[gnu::hot]] void push_foreign(unsigned size_class, void* p);
+  // The outgoing regions of the class back to their arenas, in one batch.
+  [[gnu::hot]] void send_home(unsigned size_class);
+  [[nodiscard]] unsigned outgoing(unsigned size_class) const { return uses_[size_class].outgoing; }
 
   [[nodiscard]] bool holds(unsigned size_class, const void* p) const;
 
@@ -400,16 +410,15 @@ class Allocator<Config>::ThreadCache {
     *static_cast<std::uintptr_t*>(p) = 0;
     return p;
   }
-  // What only the slow paths touch of a class: how its bin holds other arenas' regions.
+  // What only the slow paths touch of a class.
   struct BinUse {
-    bool mixed = false;                  // may hold regions of other arenas
     bool unrefilled_flush = false;       // the last flush came with no refill since the one before
     std::uint8_t refills_unflushed = 0;  // refills since the last flush, up to kProducerRefills
     // Refilled from the arena since the last flush.
     [[nodiscard]] bool refilled() const { return refills_unflushed != 0; }
-    bool popped = false;  // mixed, and popped from since the last flush or growth (its count
-                          // fell below foreign_mark)
-    std::uint32_t foreign_mark = 0;  // count after the last foreign push, flush or growth
+    // Foreign regions at slots[limit() .. limit() + outgoing): the fill's limit (count +
+    // room) leaves them out.
+    std::uint32_t outgoing = 0;
   };
   [[gnu::hot]] static ThreadCache* create(Arena& arena);
   [[gnu::hot]] static void on_thread_exit(void* cache);
@@ -427,6 +436,11 @@ class Allocator<Config>::ThreadCache {
   // Requires: no lock held.
   [[gnu::hot, gnu::noinline]] void on_decay_tick() noexcept;
   static void return_to_owners(Arena* mine, void* const* regions, unsigned n);
+  // The refill's regions' granules, owned from now on (owns).
+  [[gnu::hot]] void own(void* const* regions, unsigned n);
+  // At a decay tick, once a window: the granules refilled in the window just ended become the
+  // owned ones, with those of the window now starting; all of them while one cache is live.
+  [[gnu::hot]] void rotate_owned(std::uint64_t now);
   // push_medium's slow half: a bin at its limit grows, or gives back its older half.
   [[gnu::hot, gnu::noinline]] bool push_medium_full(unsigned medium_class, void* p);
   // Every kMediumTickPushes medium frees: a decay tick of the cache.
@@ -488,6 +502,10 @@ class Allocator<Config>::ThreadCache {
   Medium medium_;
   std::uint32_t medium_pushes_ = 0;     // medium frees since the last tick they made
   std::uint64_t medium_looked_ms_ = 0;  // when on_decay_tick last looked at the medium bins
+  std::uint64_t owned_rotated_ms_ = 0;  // when rotate_owned last ran
+  using OwnedFilter = std::array<std::uint64_t, kOwnedWords>;
+  alignas(64) OwnedFilter owned_;  // owns()'s bits: a granule's number modulo their count
+  OwnedFilter refilled_;           // the granules refilled in this window
   void* initial_slots_[kCacheInitialOffsets[kNumClasses]];  // initial_limit(c) per class
   void* packed_growths_[kCachePackedGrowthSlots];           // taken in turn by small growths
   void* grown_slots_[kCacheSlotOffsets[kNumClasses]];       // capacity(c) per class

@@ -24,6 +24,7 @@ struct CacheRegistry {
   Lock lock;
   MetaPool<ThreadCache> pool;
   ThreadCache* live = nullptr;          // head of the list of live caches
+  std::atomic<unsigned> live_count{0};  // how many (read without the lock by the ticks)
   typename ThreadCache::Moves retired;  // the moves counted by caches whose threads are gone
   pthread_key_t key{};
   std::atomic<bool> key_ready{false};
@@ -53,6 +54,13 @@ typename Allocator<Config>::ThreadCache* Allocator<Config>::ThreadCache::create(
     if (g_cache_registry<Config>.key_ready.load(std::memory_order_relaxed))
       cache = g_cache_registry<Config>.pool.acquire();
     if (cache != nullptr) {
+      // The first cache owns every granule; a later one only those it refills from, and the
+      // others own theirs from their next rotation on.
+      const bool alone = g_cache_registry<Config>.live == nullptr;
+      cache->owned_.fill(alone ? ~std::uint64_t{0} : 0);
+      cache->refilled_.fill(0);
+      cache->owned_rotated_ms_ = now_ms();
+      g_cache_registry<Config>.live_count.fetch_add(1, std::memory_order_relaxed);
       cache->next_ = g_cache_registry<Config>.live;
       if (g_cache_registry<Config>.live != nullptr) g_cache_registry<Config>.live->prev_ = cache;
       g_cache_registry<Config>.live = cache;
@@ -83,6 +91,7 @@ void Allocator<Config>::ThreadCache::on_thread_exit(void* p) {
   if (cache->prev_ != nullptr) cache->prev_->next_ = cache->next_;
   else g_cache_registry<Config>.live = cache->next_;
   if (cache->next_ != nullptr) cache->next_->prev_ = cache->prev_;
+  g_cache_registry<Config>.live_count.fetch_sub(1, std::memory_order_relaxed);
   cache->retire_moves();
   g_cache_registry<Config>.pool.release(cache);
 }
@@ -111,7 +120,7 @@ std::size_t Allocator<Config>::ThreadCache::bytes_cached_by_all() {
   std::size_t bytes = 0;
   for (ThreadCache* c = g_cache_registry<Config>.live; c != nullptr; c = c->next_) {
     for (unsigned k = 0; k < kNumClasses; ++k)
-      bytes += std::size_t(c->bins_[k].count()) * kSizeClasses[k].size;
+      bytes += std::size_t(c->bins_[k].count() + c->uses_[k].outgoing) * kSizeClasses[k].size;
     bytes += c->medium_.bytes_held();
   }
   return bytes;
@@ -142,6 +151,7 @@ void Allocator<Config>::ThreadCache::reset_after_fork_in_child() {
     c = next;
   }
   g_cache_registry<Config>.live = survivor;
+  g_cache_registry<Config>.live_count.store(survivor != nullptr ? 1 : 0, std::memory_order_relaxed);
   if (survivor != nullptr) survivor->prev_ = survivor->next_ = nullptr;
   g_cache_registry<Config>.lock.unlock();
 }
@@ -152,13 +162,70 @@ bool Allocator<Config>::ThreadCache::holds(unsigned size_class, const void* p) c
   const std::uint32_t count = bin.count();
   for (std::uint32_t i = 0; i < count; ++i)
     if (bin.slots[i] == p) return true;
+  const std::uint32_t limit = bin.limit();
+  for (std::uint32_t i = limit; i < limit + uses_[size_class].outgoing; ++i)
+    if (bin.slots[i] == p) return true;
   return false;
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::push_foreign(unsigned size_class, void* p) {
+  CacheBin& bin = bins_[size_class];
+  BinUse& use = uses_[size_class];
+  if (use.outgoing >= foreign_limit(size_class) || bin.count() == bin.limit())
+    send_home(size_class);
+  // A bin full of the thread's own regions (send_home gave it back its whole limit) flushes
+  // the older half of them.
+  if (bin.count() == bin.limit()) flush(size_class, bin.limit() / 2);
+  const std::uint32_t limit = bin.limit();
+  bin.slots[limit - 1] = p;
+  bin.set_limit(limit - 1);
+  ++use.outgoing;
+  // A foreign push counts toward the decay's tick as a push does (push_to).
+  const std::uint64_t fill = bin.fill.load(std::memory_order_relaxed);
+  std::uint64_t next;
+  const bool tick = __builtin_add_overflow(fill, std::uint64_t{1} << CacheBin::kPushesShift, &next);
+  bin.fill.store(next, std::memory_order_relaxed);
+  if (tick) [[unlikely]]
+    on_decay_tick();
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::send_home(unsigned size_class) {
+  CacheBin& bin = bins_[size_class];
+  BinUse& use = uses_[size_class];
+  if (use.outgoing == 0) return;
+  const std::uint32_t limit = bin.limit();
+  return_to_owners(arena_, bin.slots + limit, use.outgoing);
+  bin.set_limit(limit + use.outgoing);
+  use.outgoing = 0;
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::own(void* const* regions, unsigned n) {
+  for (unsigned i = 0; i < n; ++i) {
+    const std::uintptr_t granule = reinterpret_cast<std::uintptr_t>(regions[i]) >> kLgOwnedGranule;
+    const std::uint64_t bit = std::uint64_t{1} << (granule % 64);
+    const std::size_t word = (granule / 64) % kOwnedWords;
+    owned_[word] |= bit;
+    refilled_[word] |= bit;
+  }
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::rotate_owned(std::uint64_t now) {
+  owned_rotated_ms_ = now;
+  if (g_cache_registry<Config>.live_count.load(std::memory_order_relaxed) > 1) owned_ = refilled_;
+  else owned_.fill(~std::uint64_t{0});
+  refilled_.fill(0);
 }
 
 template <class Config>
 void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
   CacheBin& bin = bins_[size_class];
   BinUse& use = uses_[size_class];
+  // Outgoing regions that leave too little room for a batch go home first.
+  if (bin.limit() < 2) send_home(size_class);
   // Half the limit, so that frees that follow find room; the whole limit for a bin its thread
   // only allocates from (a producer's), which takes as many regions per lock as a consumer
   // returns.
@@ -166,6 +233,7 @@ void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
   const unsigned batch = wanted < kMaxRefill ? wanted : kMaxRefill;
   std::uint32_t count = arena_->alloc_batch(size_class, bin.slots, batch);
   if (count == 0) return nullptr;
+  own(bin.slots, count);
   if (use.refills_unflushed < kProducerRefills) ++use.refills_unflushed;
   void* p = bin.slots[--count];
   bin.set_count(count);
@@ -181,11 +249,15 @@ void Allocator<Config>::ThreadCache::on_decay_tick() noexcept {
     const std::uint64_t fill = bins_[c].fill.load(std::memory_order_relaxed);
     // A push changes the pushes' field, a pop the count: an equal fill saw neither.
     const std::uint32_t keep = initial_limit(c);  // what a bin that never grew may hold
-    if (fill == idle_seen_[c] && bins_[c].count() > keep) flush(c, bins_[c].count() - keep);
+    if (fill == idle_seen_[c]) {
+      send_home(c);
+      if (bins_[c].count() > keep) flush(c, bins_[c].count() - keep);
+    }
     idle_seen_[c] = bins_[c].fill.load(std::memory_order_relaxed);
   }
+  const std::uint64_t now = now_ms();
+  if (now - owned_rotated_ms_ >= kOwnedWindowMs) rotate_owned(now);
   if (medium_.holds_any()) {
-    const std::uint64_t now = now_ms();
     if (now - medium_looked_ms_ >= kMediumLookMs) {
       medium_looked_ms_ = now;
       medium_.trim_idle([this](void* const* blocks, unsigned n) { give_back_medium(blocks, n); });
@@ -199,16 +271,20 @@ void Allocator<Config>::ThreadCache::push_overflowing(CacheBin* full, void* p) n
   const auto size_class = unsigned(full - bins_);
   CacheBin& bin = *full;
   BinUse& use = uses_[size_class];
+  // Outgoing regions go home first, and leave room for p.
+  if (use.outgoing != 0) {
+    send_home(size_class);
+    const std::uint32_t count = bin.count();
+    bin.slots[count] = p;
+    bin.set_count(count + 1);
+    return;
+  }
   const std::size_t size = kSizeClasses[size_class].size;
   const unsigned room = capacity(size_class) - bin.limit();
   const unsigned step = bin.limit() < room ? bin.limit() : room;
   std::uint32_t count = bin.count();
-  // A bin grows only for a thread that allocates from it: one of the thread's own regions if
-  // it refilled since its last flush, one that holds other arenas' regions if the thread popped
-  // from it since its last flush or growth. A thread that only frees what others allocated
-  // (a consumer) would keep memory their arenas cannot reuse, its own arena's too.
-  if (step != 0 && (use.mixed ? use.popped : use.refilled()) &&
-      grown_bytes_ + step * size <= kBudgetBytes) {
+  // A bin grows only for a thread that allocates from it (it refilled since its last flush).
+  if (step != 0 && use.refilled() && grown_bytes_ + step * size <= kBudgetBytes) {
     const unsigned limit = bin.limit() + step;
     void** own_room = grown_slots_ + kCacheSlotOffsets[size_class];
     if (bin.slots != own_room) {  // moves, to a packed room for the new limit or to its own
@@ -222,9 +298,6 @@ void Allocator<Config>::ThreadCache::push_overflowing(CacheBin* full, void* p) n
     }
     bin.set_limit(limit);
     grown_bytes_ += step * size;
-    // A mixed bin grows again only if the thread pops from it after this growth.
-    use.popped = false;
-    use.foreign_mark = count;
   } else {
     // Half the stack, keeping the warm half; all of it for a bin its thread only frees into (a
     // consumer's: no refill since its last flush, which had none before it either), whose
@@ -241,17 +314,13 @@ std::uint32_t Allocator<Config>::ThreadCache::flush(unsigned size_class, unsigne
   CacheBin& bin = bins_[size_class];
   BinUse& use = uses_[size_class];
   const std::uint32_t count = bin.count();
-  // The oldest entries (bottom of the stack) go back; the warm ones stay.
-  if (use.mixed) [[unlikely]]
-    return_to_owners(arena_, bin.slots, n);
-  else arena_->free_batch(bin.slots, n, "free");
+  // The oldest entries (bottom of the stack) go back; the warm ones stay. (Outgoing regions
+  // above the limit stay where they are.)
+  arena_->free_batch(bin.slots, n, "free");
   use.unrefilled_flush = !use.refilled();
   use.refills_unflushed = 0;
-  use.popped = false;
   for (std::uint32_t i = n; i < count; ++i) bin.slots[i - n] = bin.slots[i];
   bin.set_count(count - n);
-  use.foreign_mark = count - n;
-  if (count == n) use.mixed = false;
   return count - n;
 }
 
@@ -279,6 +348,7 @@ void Allocator<Config>::ThreadCache::return_to_owners(Arena* mine, void* const* 
 template <class Config>
 void Allocator<Config>::ThreadCache::flush_all() {
   for (unsigned c = 0; c < kNumClasses; ++c) {
+    send_home(c);
     const std::uint32_t count = bins_[c].count();
     if (count != 0) flush(c, count);
   }
