@@ -321,12 +321,15 @@ inline bool Allocator<Config>::Heap::freed_into_cache(void* p) {
   if (!ThreadCache::remembers(chunk)) [[unlikely]]
     return false;
   const PageEntry e = page_entry(chunk, page_index_of(p));
-  ThreadCache* cache = ThreadCache::remembering();
-  if (!e.is_slab() || *static_cast<const std::uintptr_t*>(p) == ThreadCache::freed_key() ||
-      !cache->owns(p)) [[unlikely]]
-    return false;  // (a medium block: deallocate_slow's first test; a foreign one: its last)
+  if (!e.is_slab() || *static_cast<const std::uintptr_t*>(p) == ThreadCache::freed_key())
+      [[unlikely]]
+    return false;  // (a medium block: deallocate_slow's first test)
   *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
-  cache->push_slab_region(e, p);
+  ThreadCache* cache = ThreadCache::remembering();
+  // A block of the arena in a granule the thread does not own goes home (thread_cache.h).
+  if (!cache->owns(p)) [[unlikely]]
+    cache->push_foreign(e.size_class(), p, false);
+  else cache->push_slab_region(e, p);
   return true;
 }
 

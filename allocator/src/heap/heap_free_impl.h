@@ -32,8 +32,9 @@ template <class ThreadCache, class Arena>
 [[gnu::always_inline]] inline void cache_freed_region(ThreadCache& cache, Arena& owner,
                                                       unsigned size_class, void* p) {
   *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
-  if (cache.arena() == &owner && cache.owns(p)) cache.push(size_class, p);
-  else cache.push_foreign(size_class, p);
+  const bool other_arena = cache.arena() != &owner;
+  if (!other_arena && cache.owns(p)) cache.push(size_class, p);
+  else cache.push_foreign(size_class, p, other_arena);
 }
 
 // The slab's descriptor is not read unless the free goes to the arena or may be a double

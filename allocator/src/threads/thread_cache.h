@@ -67,7 +67,10 @@
 // the ends of their refills) only lets a thread reuse a block as before; a missed one (a block
 // allocated from a granule refilled two windows ago) sends an own block through the arena,
 // one flush and refill later. Pages would be too coarse: threads of one arena refill from one
-// slab in turn, so a page's regions are often several threads'.
+// slab in turn, so a page's regions are often several threads'. A block whose thread exited
+// has no owner left to share its lines with: a thread that starts owns the granules of the
+// threads that exited in the last two windows, until its first rotation (Larson's server
+// threads each free the blocks of the one before them, which exited).
 #pragma once
 
 #include <array>
@@ -273,13 +276,15 @@ class Allocator<Config>::ThreadCache {
     return (owned_[(granule / 64) % kOwnedWords] >> (granule % 64)) & 1;
   }
 
-  // Requires: as push; p belongs to another automatic arena than this cache's, or lies in a
-  // granule the thread does not own. Among the bin's outgoing regions, never handed out again
-  // by this thread.
-  [[gnu::hot]] void push_foreign(unsigned size_class, void* p);
+  // Requires: as push; p belongs to another automatic arena than this cache's (other_arena),
+  // or lies in a granule the thread does not own. Among the bin's outgoing regions, never
+  // handed out again by this thread. Out of line: the fast free path carries only its call.
+  [[gnu::hot, gnu::noinline]] void push_foreign(unsigned size_class, void* p, bool other_arena);
   // The outgoing regions of the class back to their arenas, in one batch.
   [[gnu::hot]] void send_home(unsigned size_class);
-  [[nodiscard]] unsigned outgoing(unsigned size_class) const { return uses_[size_class].outgoing; }
+  [[nodiscard]] unsigned outgoing(unsigned size_class) const {
+    return uses_[size_class].outgoing();
+  }
 
   [[nodiscard]] bool holds(unsigned size_class, const void* p) const;
 
@@ -418,7 +423,13 @@ class Allocator<Config>::ThreadCache {
     [[nodiscard]] bool refilled() const { return refills_unflushed != 0; }
     // Foreign regions at slots[limit() .. limit() + outgoing): the fill's limit (count +
     // room) leaves them out.
-    std::uint32_t outgoing = 0;
+    // (Written by the owner only; read by the statistics.)
+    std::atomic<std::uint32_t> outgoing_count{0};
+    [[nodiscard]] std::uint32_t outgoing() const {
+      return outgoing_count.load(std::memory_order_relaxed);
+    }
+    void set_outgoing(std::uint32_t n) { outgoing_count.store(n, std::memory_order_relaxed); }
+    bool outgoing_elsewhere = false;  // some of them belong to other arenas
   };
   [[gnu::hot]] static ThreadCache* create(Arena& arena);
   [[gnu::hot]] static void on_thread_exit(void* cache);
@@ -441,6 +452,10 @@ class Allocator<Config>::ThreadCache {
   // At a decay tick, once a window: the granules refilled in the window just ended become the
   // owned ones, with those of the window now starting; all of them while one cache is live.
   [[gnu::hot]] void rotate_owned(std::uint64_t now);
+  // At thread exit, the granules the thread owned become orphans; a new thread starts owning
+  // those of the threads that exited in the last two windows (the file's comment).
+  [[gnu::hot]] void leave_orphans();
+  [[gnu::hot]] void adopt_orphans();
   // push_medium's slow half: a bin at its limit grows, or gives back its older half.
   [[gnu::hot, gnu::noinline]] bool push_medium_full(unsigned medium_class, void* p);
   // Every kMediumTickPushes medium frees: a decay tick of the cache.
@@ -503,7 +518,11 @@ class Allocator<Config>::ThreadCache {
   std::uint32_t medium_pushes_ = 0;     // medium frees since the last tick they made
   std::uint64_t medium_looked_ms_ = 0;  // when on_decay_tick last looked at the medium bins
   std::uint64_t owned_rotated_ms_ = 0;  // when rotate_owned last ran
+
+ public:
   using OwnedFilter = std::array<std::uint64_t, kOwnedWords>;
+
+ private:
   alignas(64) OwnedFilter owned_;  // owns()'s bits: a granule's number modulo their count
   OwnedFilter refilled_;           // the granules refilled in this window
   void* initial_slots_[kCacheInitialOffsets[kNumClasses]];  // initial_limit(c) per class

@@ -25,6 +25,11 @@ struct CacheRegistry {
   MetaPool<ThreadCache> pool;
   ThreadCache* live = nullptr;          // head of the list of live caches
   std::atomic<unsigned> live_count{0};  // how many (read without the lock by the ticks)
+  // The granules that exited threads owned, in this window and the one before (a window
+  // starts at the first exit kOwnedWindowMs after the last start): a new thread owns them.
+  typename ThreadCache::OwnedFilter orphaned{};
+  typename ThreadCache::OwnedFilter orphaned_before{};
+  std::uint64_t orphaned_since_ms = 0;
   typename ThreadCache::Moves retired;  // the moves counted by caches whose threads are gone
   pthread_key_t key{};
   std::atomic<bool> key_ready{false};
@@ -57,7 +62,8 @@ typename Allocator<Config>::ThreadCache* Allocator<Config>::ThreadCache::create(
       // The first cache owns every granule; a later one only those it refills from, and the
       // others own theirs from their next rotation on.
       const bool alone = g_cache_registry<Config>.live == nullptr;
-      cache->owned_.fill(alone ? ~std::uint64_t{0} : 0);
+      if (alone) cache->owned_.fill(~std::uint64_t{0});
+      else cache->adopt_orphans();
       cache->refilled_.fill(0);
       cache->owned_rotated_ms_ = now_ms();
       g_cache_registry<Config>.live_count.fetch_add(1, std::memory_order_relaxed);
@@ -92,6 +98,7 @@ void Allocator<Config>::ThreadCache::on_thread_exit(void* p) {
   else g_cache_registry<Config>.live = cache->next_;
   if (cache->next_ != nullptr) cache->next_->prev_ = cache->prev_;
   g_cache_registry<Config>.live_count.fetch_sub(1, std::memory_order_relaxed);
+  cache->leave_orphans();
   cache->retire_moves();
   g_cache_registry<Config>.pool.release(cache);
 }
@@ -120,7 +127,7 @@ std::size_t Allocator<Config>::ThreadCache::bytes_cached_by_all() {
   std::size_t bytes = 0;
   for (ThreadCache* c = g_cache_registry<Config>.live; c != nullptr; c = c->next_) {
     for (unsigned k = 0; k < kNumClasses; ++k)
-      bytes += std::size_t(c->bins_[k].count() + c->uses_[k].outgoing) * kSizeClasses[k].size;
+      bytes += std::size_t(c->bins_[k].count() + c->uses_[k].outgoing()) * kSizeClasses[k].size;
     bytes += c->medium_.bytes_held();
   }
   return bytes;
@@ -163,16 +170,16 @@ bool Allocator<Config>::ThreadCache::holds(unsigned size_class, const void* p) c
   for (std::uint32_t i = 0; i < count; ++i)
     if (bin.slots[i] == p) return true;
   const std::uint32_t limit = bin.limit();
-  for (std::uint32_t i = limit; i < limit + uses_[size_class].outgoing; ++i)
+  for (std::uint32_t i = limit; i < limit + uses_[size_class].outgoing(); ++i)
     if (bin.slots[i] == p) return true;
   return false;
 }
 
 template <class Config>
-void Allocator<Config>::ThreadCache::push_foreign(unsigned size_class, void* p) {
+void Allocator<Config>::ThreadCache::push_foreign(unsigned size_class, void* p, bool other_arena) {
   CacheBin& bin = bins_[size_class];
   BinUse& use = uses_[size_class];
-  if (use.outgoing >= foreign_limit(size_class) || bin.count() == bin.limit())
+  if (use.outgoing() >= foreign_limit(size_class) || bin.count() == bin.limit())
     send_home(size_class);
   // A bin full of the thread's own regions (send_home gave it back its whole limit) flushes
   // the older half of them.
@@ -180,7 +187,8 @@ void Allocator<Config>::ThreadCache::push_foreign(unsigned size_class, void* p) 
   const std::uint32_t limit = bin.limit();
   bin.slots[limit - 1] = p;
   bin.set_limit(limit - 1);
-  ++use.outgoing;
+  use.set_outgoing(use.outgoing() + 1);
+  use.outgoing_elsewhere |= other_arena;
   // A foreign push counts toward the decay's tick as a push does (push_to).
   const std::uint64_t fill = bin.fill.load(std::memory_order_relaxed);
   std::uint64_t next;
@@ -194,11 +202,16 @@ template <class Config>
 void Allocator<Config>::ThreadCache::send_home(unsigned size_class) {
   CacheBin& bin = bins_[size_class];
   BinUse& use = uses_[size_class];
-  if (use.outgoing == 0) return;
+  const std::uint32_t outgoing = use.outgoing();
+  if (outgoing == 0) return;
   const std::uint32_t limit = bin.limit();
-  return_to_owners(arena_, bin.slots + limit, use.outgoing);
-  bin.set_limit(limit + use.outgoing);
-  use.outgoing = 0;
+  // All of the cache's arena (the common case with one arena) in one batch, with no look at
+  // the address map.
+  if (use.outgoing_elsewhere) return_to_owners(arena_, bin.slots + limit, outgoing);
+  else arena_->free_batch(bin.slots + limit, outgoing, "free");
+  bin.set_limit(limit + outgoing);
+  use.set_outgoing(0);
+  use.outgoing_elsewhere = false;
 }
 
 template <class Config>
@@ -210,6 +223,27 @@ void Allocator<Config>::ThreadCache::own(void* const* regions, unsigned n) {
     owned_[word] |= bit;
     refilled_[word] |= bit;
   }
+}
+
+// Requires: the registry's lock held.
+template <class Config>
+void Allocator<Config>::ThreadCache::leave_orphans() {
+  auto& registry = g_cache_registry<Config>;
+  const std::uint64_t now = now_ms();
+  if (now - registry.orphaned_since_ms >= kOwnedWindowMs) {
+    registry.orphaned_before = registry.orphaned;
+    registry.orphaned.fill(0);
+    registry.orphaned_since_ms = now;
+  }
+  for (std::size_t w = 0; w < kOwnedWords; ++w) registry.orphaned[w] |= owned_[w] | refilled_[w];
+}
+
+// Requires: the registry's lock held.
+template <class Config>
+void Allocator<Config>::ThreadCache::adopt_orphans() {
+  const auto& registry = g_cache_registry<Config>;
+  for (std::size_t w = 0; w < kOwnedWords; ++w)
+    owned_[w] = registry.orphaned[w] | registry.orphaned_before[w];
 }
 
 template <class Config>
@@ -272,7 +306,7 @@ void Allocator<Config>::ThreadCache::push_overflowing(CacheBin* full, void* p) n
   CacheBin& bin = *full;
   BinUse& use = uses_[size_class];
   // Outgoing regions go home first, and leave room for p.
-  if (use.outgoing != 0) {
+  if (use.outgoing() != 0) {
     send_home(size_class);
     const std::uint32_t count = bin.count();
     bin.slots[count] = p;
