@@ -5,6 +5,8 @@
 // take whole still goes through the arena's lock, stash first. A class has a stash per set of
 // CPUs: a refill takes first what was flushed on its CPU's set, then the others'.
 #include <gtest/gtest.h>
+
+#include <pagemalloc/pagemalloc.h>
 #include <pthread.h>
 #include <sched.h>
 
@@ -28,17 +30,18 @@ using namespace std::chrono_literals;
 
 constexpr unsigned kClass = 4;  // 64 bytes
 const std::size_t kSize = pagemalloc::kSizeClasses[kClass].size;
-using pagemalloc::kStashSets;
+using pagemalloc::stash_sets;
 
 // Two CPUs the process may run on whose stash sets differ, or {-1, -1}.
 std::pair<int, int> two_cpus_of_different_sets() {
+  pm_free(pm_malloc(8));  // the heap started: it set the count of stash sets
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return {-1, -1};
   int first = -1;
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
     if (!CPU_ISSET(cpu, &allowed)) continue;
     if (first < 0) first = cpu;
-    else if (unsigned(cpu) % kStashSets != unsigned(first) % kStashSets) return {first, cpu};
+    else if (unsigned(cpu) % stash_sets() != unsigned(first) % stash_sets()) return {first, cpu};
   }
   return {-1, -1};
 }

@@ -7,13 +7,29 @@
 
 #include <algorithm>
 
+#include <pagemalloc/pagemalloc.h>
+
+#include "heap/heap.h"
 #include "threads/automatic_arenas.h"
 
 namespace {
 
 using pagemalloc::AutomaticArenas;
 
+// The ncpus option (the suite sets it) put aside for a test, and back after it.
+class WithoutForcedCpus {
+ public:
+  WithoutForcedCpus() : saved_(pagemalloc::options().ncpus.exchange(0)) {}
+  ~WithoutForcedCpus() { pagemalloc::options().ncpus.store(saved_); }
+  WithoutForcedCpus(const WithoutForcedCpus&) = delete;
+  WithoutForcedCpus& operator=(const WithoutForcedCpus&) = delete;
+
+ private:
+  long saved_;
+};
+
 TEST(AutomaticArenas, TheDefaultCountIsOnePerTwoCpusOfTheAffinityMaskOrTheDesigns) {
+  WithoutForcedCpus unforced;
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   ASSERT_EQ(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
@@ -26,6 +42,7 @@ TEST(AutomaticArenas, TheDefaultCountIsOnePerTwoCpusOfTheAffinityMaskOrTheDesign
 }
 
 TEST(AutomaticArenas, TheDefaultCountFollowsANarrowerMask) {
+  WithoutForcedCpus unforced;
   cpu_set_t all, one;
   CPU_ZERO(&all);
   ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
@@ -39,6 +56,34 @@ TEST(AutomaticArenas, TheDefaultCountFollowsANarrowerMask) {
   const unsigned count = AutomaticArenas::default_count();
   ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
   EXPECT_EQ(count, 1u);
+}
+
+// ncpus sizes the default count as for that many CPUs, whatever the machine has; the arenas'
+// stash sets are the CPUs each arena serves, rounded up, at most kMaxStashSets.
+TEST(AutomaticArenas, AForcedCpuCountSizesTheArenasAndTheirStashSets) {
+  const long saved = pagemalloc::options().ncpus.exchange(64);
+  const unsigned count = AutomaticArenas::default_count();
+  const unsigned cpus = AutomaticArenas::cpus();
+  pagemalloc::options().ncpus.store(saved);
+  EXPECT_EQ(cpus, 64u);
+  if (pagemalloc::BuildConfig::kArenas == 0) {
+    EXPECT_EQ(count, 32u);
+  }
+  EXPECT_EQ(pagemalloc::stash_sets_for(64, 32), 2u);
+  EXPECT_EQ(pagemalloc::stash_sets_for(64, 1), pagemalloc::kMaxStashSets);
+  EXPECT_EQ(pagemalloc::stash_sets_for(2, 1), 2u);
+  EXPECT_EQ(pagemalloc::stash_sets_for(3, 2), 2u);
+  EXPECT_EQ(pagemalloc::stash_sets_for(1, 4), 1u);
+  EXPECT_GE(AutomaticArenas::affinity_cpus(), 1u);
+}
+
+// The suite's own setting (tests/CMakeLists.txt: ncpus:4 over two arenas) gave two stash sets.
+TEST(AutomaticArenas, TheHeapTookItsStashSetsFromTheCpusAndArenas) {
+  pm_free(pm_malloc(8));  // the heap started
+  const long forced = pagemalloc::options().ncpus.load();
+  const unsigned cpus = forced > 0 ? unsigned(forced) : AutomaticArenas::affinity_cpus();
+  EXPECT_EQ(pagemalloc::stash_sets(),
+            pagemalloc::stash_sets_for(cpus, pagemalloc::heap().automatic_arena_count()));
 }
 
 }  // namespace

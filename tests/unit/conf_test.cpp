@@ -21,6 +21,7 @@ class ConfParsing : public ::testing::Test {
     o.stats_json = false;
     o.stats_file[0] = '\0';
     o.narenas = saved_narenas_;
+    o.ncpus = saved_ncpus_;
     o.background_thread = false;
   }
   static std::string apply(const char* conf) {
@@ -29,6 +30,7 @@ class ConfParsing : public ::testing::Test {
     return ::testing::internal::GetCapturedStderr();
   }
   long saved_narenas_ = pagemalloc::options().narenas.load();
+  long saved_ncpus_ = pagemalloc::options().ncpus.load();
 };
 
 TEST_F(ConfParsing, StatsPrintTakesTrueFalseAndJson) {
@@ -80,6 +82,16 @@ TEST_F(ConfParsing, NarenasAboveTheLimitIsWarnedAboutAndLowered) {
   EXPECT_EQ(o.narenas.load(), 256);
 }
 
+TEST_F(ConfParsing, NcpusTakesOneTo4096AndRefusesTheRest) {
+  auto& o = pagemalloc::options();
+  EXPECT_EQ(apply("ncpus:64"), "");
+  EXPECT_EQ(o.ncpus.load(), 64);
+  for (const char* bad : {"ncpus:0", "ncpus:4097", "ncpus:-3", "ncpus:many", "ncpus:"}) {
+    EXPECT_NE(apply(bad).find("(ncpus takes 1 to 4096)"), std::string::npos) << bad;
+    EXPECT_EQ(o.ncpus.load(), 64) << bad << " changed the option";
+  }
+}
+
 TEST_F(ConfParsing, BackgroundThreadTakesABoolean) {
   auto& o = pagemalloc::options();
   EXPECT_EQ(apply("background_thread:true"), "");
@@ -95,12 +107,10 @@ TEST_F(ConfParsing, BackgroundThreadTakesABoolean) {
 
 TEST_F(ConfParsing, AnUnknownKeyNamesTheKeys) {
   const std::string out = apply("stat_print:true");
-  EXPECT_NE(
-      out.find(
-          "unknown key in 'stat_print:true' ignored (the keys are decay_ms, checks, "
-          "stats_print, stats_file, deterministic, narenas, thp, thp_budget, background_thread, "
-          "populate)"),
-      std::string::npos)
+  EXPECT_NE(out.find("unknown key in 'stat_print:true' ignored (the keys are decay_ms, checks, "
+                     "stats_print, stats_file, deterministic, narenas, ncpus, thp, thp_budget, "
+                     "background_thread, populate)"),
+            std::string::npos)
       << out;
 }
 

@@ -9,7 +9,7 @@
 //                       Each stash has a lock of its own: a refill the stash serves whole,
 //                       and a flush it has room for, take no other (threads of one arena
 //                       that trade regions of different classes do not queue on one lock).
-//                       A class has a stash per set of CPUs (kStashSets): a region flushed
+//                       A class has a stash per set of CPUs (stash_sets()): a region flushed
 //                       on a CPU goes first to a refill on the same CPU, whose caches still
 //                       hold its lines
 //   large (< a chunk)   a run of whole pages, its length in the page map's first entry
@@ -64,15 +64,51 @@ inline constexpr auto kStashOffsets = [] {
   return offsets;
 }();
 
-// Stashes per class, each for the CPUs whose number modulo kStashSets is its index: a thread
-// flushes to its CPU's, and refills from its CPU's first, then from the others'.
-inline constexpr unsigned kStashSets = 2;
+// Stashes per class, each for the CPUs whose number modulo the count of sets is its index: a
+// thread flushes to its CPU's, and refills from its CPU's first, then from the others'. The
+// count is the CPUs an arena serves, taken from the machine when the heap starts (the CPUs of
+// the process's affinity mask, or the ncpus option, over the automatic arenas, rounded up:
+// stash_sets_for), at most kMaxStashSets; 1 until then. With the default arenas (one per two
+// CPUs) that is 2 on any machine; with narenas:1 on 64 CPUs, 8 sets spread 64 CPUs' flushes
+// over 8 locks. The arena keeps room for kMaxStashSets; a set's slots stay untouched until a
+// thread of its CPUs flushes.
+inline constexpr unsigned kMaxStashSets = 8;
+constexpr unsigned stash_sets_for(unsigned cpus, unsigned arenas) {
+  const unsigned per_arena = arenas == 0 ? cpus : (cpus + arenas - 1) / arenas;
+  return per_arena < 1 ? 1 : per_arena > kMaxStashSets ? kMaxStashSets : per_arena;
+}
+struct StashSets {
+  std::atomic<unsigned> count{1};
+  // ncpus asked for more CPUs than the process may run on: each thread adds an ordinal of its
+  // own to its CPU's number, so that a few CPUs' threads use every set (for the tests).
+  std::atomic<bool> spread{false};
+  std::atomic<unsigned> ordinals{0};
+};
+inline constinit StashSets g_stash_sets{};
+inline constinit thread_local unsigned t_stash_ordinal = ~0u;  // ~0: none given yet
+inline unsigned stash_sets() { return g_stash_sets.count.load(std::memory_order_relaxed); }
+// Requires: called at the heap's start, before a second thread can use an arena (the count
+// only grows: regions stashed in set 0 before it stay reachable).
+inline void set_stash_sets(unsigned count, bool spread) {
+  g_stash_sets.spread.store(spread, std::memory_order_relaxed);
+  g_stash_sets.count.store(count < 1               ? 1
+                           : count > kMaxStashSets ? kMaxStashSets
+                                                   : count,
+                           std::memory_order_relaxed);
+}
 // The set of the CPU the calling thread runs on (a read of the kernel's restartable-sequence
 // area, where glibc registered one; else the vDSO's getcpu).
 inline unsigned stash_set_here() {
-  if constexpr (kStashSets == 1) return 0;
+  const unsigned sets = stash_sets();
+  if (sets == 1) return 0;
   const int cpu = sched_getcpu();
-  return cpu < 0 ? 0 : unsigned(cpu) % kStashSets;
+  unsigned n = cpu < 0 ? 0 : unsigned(cpu);
+  if (g_stash_sets.spread.load(std::memory_order_relaxed)) [[unlikely]] {
+    if (t_stash_ordinal == ~0u)
+      t_stash_ordinal = g_stash_sets.ordinals.fetch_add(1, std::memory_order_relaxed);
+    n += t_stash_ordinal;
+  }
+  return n % sets;
 }
 
 // Slots of a class's ring of remote frees (remote_ring.h): 64 KiB worth, a power of two from
@@ -450,7 +486,7 @@ class Allocator<Config>::Arena {
   ArenaChunks pal_;
   Runs runs_;
   SlabBin bins_[kNumClasses];
-  Stash stashes_[kStashSets][kNumClasses];
+  Stash stashes_[kMaxStashSets][kNumClasses];
   MetaPool<Slab> slab_pool_;
   std::size_t allocated_ = 0;
   std::size_t blocks_ = 0;
@@ -471,7 +507,7 @@ class Allocator<Config>::Arena {
   LargeRunCache large_cache_;   // freed large blocks kept for the same length (kLargeRunCache)
   MediumStash<MediumClasses> medium_stash_;  // freed medium blocks, per class (medium_stash.h)
   // Last: apart from everything a slow path touches.
-  void* stash_slots_[kStashSets][kStashOffsets[kNumClasses]];
+  void* stash_slots_[kMaxStashSets][kStashOffsets[kNumClasses]];
   void* remote_ring_slots_[kRemoteRingOffsets[kNumClasses]];  // accessed as atomics
 };
 

@@ -44,8 +44,9 @@ unsigned Allocator<Config>::Arena::alloc_batch_locked(unsigned size_class, void*
   SlabBin& bin = bins_[size_class];
   // The stashes, this CPU's first (a design without them has them empty).
   const unsigned here = Config::kTransferStash ? stash_set_here() : 0;
-  for (unsigned k = 0; Config::kTransferStash && k < kStashSets && taken < n; ++k) {
-    const unsigned set = (here + k) % kStashSets;
+  const unsigned sets = stash_sets();
+  for (unsigned k = 0; Config::kTransferStash && k < sets && taken < n; ++k) {
+    const unsigned set = (here + k) % sets;
     Stash& stash = stashes_[set][size_class];
     if (stash.count() == 0) continue;
     LockGuard stash_guard(stash.lock);
@@ -93,8 +94,9 @@ bool Allocator<Config>::Arena::take_stashed(unsigned size_class, void** out, uns
   if (!Config::kTransferStash || remote_waiting(size_class) || deferred_large_.maybe_nonempty())
     return false;
   const unsigned here = stash_set_here();
-  for (unsigned k = 0; k < kStashSets; ++k) {  // this CPU's stash first
-    const unsigned set = (here + k) % kStashSets;
+  const unsigned sets = stash_sets();
+  for (unsigned k = 0; k < sets; ++k) {  // this CPU's stash first
+    const unsigned set = (here + k) % sets;
     Stash& stash = stashes_[set][size_class];
     if (stash.count() < n) continue;  // a hint: saves the lock when the stash is short
     LockGuard guard(stash.lock);
@@ -261,7 +263,7 @@ bool Allocator<Config>::Arena::region_is_free(Slab* slab, const void* p) {
   const SizeClass& sc = kSizeClasses[slab->size_class];
   LockGuard guard(lock_);
   collect_remote(slab->size_class);  // a region waiting in the inbox is free too
-  for (unsigned set = 0; set < kStashSets; ++set) {
+  for (unsigned set = 0; set < kMaxStashSets; ++set) {
     Stash& stash = stashes_[set][slab->size_class];
     LockGuard stash_guard(stash.lock);
     for (unsigned i = 0; i < stash.count(); ++i)
@@ -274,7 +276,7 @@ bool Allocator<Config>::Arena::region_is_free(Slab* slab, const void* p) {
 // Requires: lock_ held.
 template <class Config>
 void Allocator<Config>::Arena::unstash_all() {
-  for (unsigned set = 0; set < kStashSets; ++set) {
+  for (unsigned set = 0; set < kMaxStashSets; ++set) {
     for (unsigned size_class = 0; size_class < kNumClasses; ++size_class) {
       Stash& stash = stashes_[set][size_class];
       // A hint, read without the lock: an empty stash costs no lock (a program may trim after

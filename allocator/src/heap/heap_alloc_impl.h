@@ -54,6 +54,8 @@ void Allocator<Config>::Heap::initialize() {
   load_conf_from_environment();
   const long wanted = options().deterministic.load() ? 1 : options().narenas.load();
   automatic_.configure(wanted > 0 ? unsigned(wanted) : AutomaticArenas::default_count());
+  const unsigned cpus = AutomaticArenas::cpus();
+  set_stash_sets(stash_sets_for(cpus, automatic_.count()), cpus > AutomaticArenas::affinity_cpus());
   Fork::install_handlers();
   t_initializing = false;
   init_state_.store(kInitialized, std::memory_order_release);

@@ -220,7 +220,7 @@ const char* Allocator<Config>::Arena::check_blocks() {
       if (address_map().get(chunk_base_of(s->base)) != my_tag)
         return "a slab on a bin's list is in another arena's chunk";
     }
-    for (unsigned set = 0; set < kStashSets; ++set) {
+    for (unsigned set = 0; set < kMaxStashSets; ++set) {
       Stash& stash = stashes_[set][c];
       LockGuard stash_guard(stash.lock);
       if (stash.count() > stash_capacity(c)) return "a bin's stash holds more than its capacity";

@@ -25,8 +25,8 @@ bool parse_long(std::string_view v, long& out) {
 }
 
 constexpr std::string_view kKeys =
-    "the keys are decay_ms, checks, stats_print, stats_file, deterministic, narenas, thp, "
-    "thp_budget, background_thread, populate";
+    "the keys are decay_ms, checks, stats_print, stats_file, deterministic, narenas, ncpus, "
+    "thp, thp_budget, background_thread, populate";
 
 // "PAGEMALLOC_CONF: <what> '<entry>' ignored (<valid>)", one line on stderr.
 void warn_entry(std::string_view what, std::string_view entry, std::string_view valid) {
@@ -96,6 +96,10 @@ void apply_entry(std::string_view entry) {
       n = kMaxNarenas;
     }
     o.narenas = n;
+  } else if (key == "ncpus") {
+    if (!parse_long(value, n) || n < 1 || n > kMaxNcpus)
+      return warn_entry("bad value in", entry, "ncpus takes 1 to 4096");
+    o.ncpus = n;
   } else {
     warn_entry("unknown key in", entry, kKeys);
   }

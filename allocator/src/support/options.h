@@ -10,6 +10,10 @@
 //   deterministic  the same call sequence gives the same layout on every run (one arena)
 //   narenas        number of automatic arenas (default 0: one per two CPUs, at most 64;
 //                  automatic_arenas.h); above kMaxNarenas it is warned about and lowered
+//   ncpus          the CPUs every count sized by the machine is taken from (the default
+//                  arenas, the arenas' stash sets: arena.h), instead of the process's
+//                  affinity mask (default 0); 1 to kMaxNcpus. More than the machine has
+//                  sizes the allocator as for a bigger machine, for the tests
 //   thp            transparent huge pages for arena chunks, as jemalloc's opt.thp:
 //                  never (the default: every chunk MADV_NOHUGEPAGE, so a sparsely touched
 //                  chunk never makes 2 MiB resident, even where the system's setting is
@@ -55,6 +59,8 @@ inline constexpr long kLastHugePagesMode = 3;
 
 // The most automatic arenas narenas may ask for (AutomaticArenas::kMaxAutomaticArenas).
 inline constexpr long kMaxNarenas = 256;
+// The most CPUs ncpus may name.
+inline constexpr long kMaxNcpus = 4096;
 // The longest stats_file path, with its terminating zero (kept in Options: no allocation).
 inline constexpr std::size_t kStatsFileCapacity = 256;
 
@@ -66,6 +72,7 @@ struct Options {
   char stats_file[kStatsFileCapacity]{};  // empty: stderr; set only while reading the conf
   std::atomic<bool> deterministic{false};
   std::atomic<long> narenas{0};                  // 0: the default
+  std::atomic<long> ncpus{0};                    // 0: the process's affinity mask
   std::atomic<HugePages> thp{HugePages::Never};  // chunks reserved from now on
   std::atomic<long> thp_budget{64};              // 0: no limit
   std::atomic<bool> background_thread{false};

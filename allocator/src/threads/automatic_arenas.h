@@ -65,9 +65,13 @@ class Allocator<Config>::AutomaticArenas {
     count_.store(1, std::memory_order_release);
   }
 
-  // One per two CPUs of the process's affinity mask (at least one), at most kMaxDefaultArenas;
-  // or as many as the design says (Config::kArenas, when not 0).
+  // One per two CPUs (cpus(), at least one), at most kMaxDefaultArenas; or as many as the
+  // design says (Config::kArenas, when not 0).
   [[gnu::hot]] static unsigned default_count();
+  // The CPUs of the process's affinity mask (at least 1); and the CPUs the counts sized by the
+  // machine are taken from: the ncpus option if set, else those.
+  [[gnu::hot]] static unsigned affinity_cpus();
+  [[gnu::hot]] static unsigned cpus();
   // Sets the number of arenas (clamped to 1 .. kMaxAutomaticArenas). Requires: called once, after
   // start(), before any thread was given an arena.
   void configure(unsigned count) {

@@ -21,13 +21,25 @@ namespace pagemalloc {
 // __popcountdi2, linked at the end of the drop-in's text, far from the code every process runs
 // (allocator/CMakeLists.txt).
 template <class Config>
-unsigned Allocator<Config>::AutomaticArenas::default_count() {
-  if constexpr (Config::kArenas != 0) return Config::kArenas;  // the design's number
+unsigned Allocator<Config>::AutomaticArenas::affinity_cpus() {
   std::uint64_t mask[1024 / 64] = {};  // on the stack: this runs inside the first malloc
   const long bytes = ::syscall(SYS_sched_getaffinity, 0, sizeof(mask), mask);
   unsigned n = 0;
   for (long i = 0; i < bytes / long(sizeof(mask[0])); ++i)
     for (std::uint64_t bits = mask[i]; bits != 0; bits &= bits - 1) ++n;
+  return n < 1 ? 1 : n;
+}
+
+template <class Config>
+unsigned Allocator<Config>::AutomaticArenas::cpus() {
+  const long forced = options().ncpus.load(std::memory_order_relaxed);
+  return forced > 0 ? unsigned(forced) : affinity_cpus();
+}
+
+template <class Config>
+unsigned Allocator<Config>::AutomaticArenas::default_count() {
+  if constexpr (Config::kArenas != 0) return Config::kArenas;  // the design's number
+  const unsigned n = cpus();
   const unsigned per_two_cpus = n < 2 ? 1 : n / 2;
   return per_two_cpus < kMaxDefaultArenas ? per_two_cpus : kMaxDefaultArenas;
 }
