@@ -8,7 +8,8 @@
 // heap's initialization:
 //
 //   narenas:N          N arenas (at most kMaxAutomaticArenas)
-//   default            one per two CPUs the process may run on (one on 1 or 2 CPUs), at most
+//   default            one per two CPUs the process may run on, or ncpus:N's N (one on 1 or 2
+//                      CPUs), at most
 //                      64 (jemalloc: four per CPU; tcmalloc: one central heap behind its
 //                      caches). A block that a thread of another arena frees takes the
 //                      foreign path (a mixed cache bin, the owner's ring), dearer than a free
