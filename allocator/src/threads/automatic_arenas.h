@@ -8,12 +8,12 @@
 // heap's initialization:
 //
 //   narenas:N          N arenas (at most kMaxAutomaticArenas)
-//   default            one per two CPUs the process may run on, or ncpus:N's N (one on 1 or 2
-//                      CPUs), at most
-//                      64 (jemalloc: four per CPU; tcmalloc: one central heap behind its
-//                      caches). A block that a thread of another arena frees takes the
-//                      foreign path (a mixed cache bin, the owner's ring), dearer than a free
-//                      into the thread's own arena; and threads that hand blocks to each other
+//   default            one per two CPUs the process may run on, or of ncpus:N's N (one on 1
+//                      or 2 CPUs), at most 64 (jemalloc: four per CPU; tcmalloc: one central
+//                      heap behind its caches). A block that a thread of another arena frees
+//                      takes the foreign path (the bin's outgoing regions, the owner's ring),
+//                      dearer than a free into the thread's own arena; and threads that hand
+//                      blocks to each other
 //                      spread them over arenas that each keep their own freed pages and partly
 //                      used slabs. On 2 CPUs, eight arenas instead of two held up to 1.3 x the
 //                      memory and took up to 1.2 x the time in the cross-thread programs, and
