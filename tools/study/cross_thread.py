@@ -109,9 +109,15 @@ PROGRAMS = [
     Program("false-sharing", "false_sharing_bench", [], ["writes=300000"],
             "2 threads each write 100 blocks of 8 B of their own in turn, 500,000 times a byte, "
             "after freeing a block the main thread allocated beside the other's (cache-scratch)"),
+    Program("false-sharing-4", "false_sharing_bench", ["threads=4"], ["writes=300000"],
+            "the same with 4 threads"),
+    Program("false-sharing-8", "false_sharing_bench", ["threads=8"], ["writes=300000"],
+            "the same with 8 threads"),
     Program("false-sharing-active", "false_sharing_bench", ["handoff=0"], ["writes=300000"],
             "the same without the hand-off: only blocks given out side by side to the two "
             "threads can share a cache line (cache-thrash)"),
+    Program("false-sharing-active-8", "false_sharing_bench", ["handoff=0", "threads=8"],
+            ["writes=300000"], "the same with 8 threads"),
     Program("thread-churn", "thread_churn_bench", [], ["waves=60"],
             "200 waves of 64 threads, each freeing a block the main thread allocated, "
             "allocating 32 of 16 B-300 KB and handing 4 back, freed after it exits"),
