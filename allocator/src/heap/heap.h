@@ -327,7 +327,7 @@ inline bool Allocator<Config>::Heap::freed_into_cache(void* p) {
   *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
   ThreadCache* cache = ThreadCache::remembering();
   // A block of the arena in a granule the thread does not own goes home (thread_cache.h).
-  if (!cache->owns(p)) [[unlikely]]
+  if (ThreadCache::checks_owner() && !cache->owns(p)) [[unlikely]]
     cache->push_foreign(e.size_class(), p, false);
   else cache->push_slab_region(e, p);
   return true;

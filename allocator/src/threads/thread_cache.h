@@ -271,6 +271,8 @@ class Allocator<Config>::ThreadCache {
 
   // Whether the cache's thread owns the granule of p (the file's comment): the free paths'
   // test that a block is the thread's to reuse.
+  // The fast free path's test: checks_owner() && !owns(p) is a block that goes home.
+  static bool checks_owner() { return t_.checks_owner; }
   [[nodiscard]] bool owns(const void* p) const {
     const std::uintptr_t granule = reinterpret_cast<std::uintptr_t>(p) >> kLgOwnedGranule;
     return (owned_[(granule / 64) % kOwnedWords] >> (granule % 64)) & 1;
@@ -495,6 +497,10 @@ class Allocator<Config>::ThreadCache {
     CacheBin* bins = kNoBins;       // cache->bins_ while the thread has a cache
     std::uint64_t owned_under = 0;  // the count of ownership changes owned_chunks hold under
     CacheState state = CacheState::None;
+    // Whether the free path tests the owner of a block's granule (owns): not while the
+    // thread's cache was the only one at its creation or last rotation (it owns every granule
+    // then, and a single-threaded program's free takes no more than a load of this line's).
+    bool checks_owner = false;
     // owns_chunk()'s memory: the chunks found the arena's, each in its slot (remembered_slot),
     // kNoChunk in the slots of none. In the lines after the first, read by frees only.
     RememberedChunks owned_chunks = kNoChunks;

@@ -64,6 +64,7 @@ typename Allocator<Config>::ThreadCache* Allocator<Config>::ThreadCache::create(
       const bool alone = g_cache_registry<Config>.live == nullptr;
       if (alone) cache->owned_.fill(~std::uint64_t{0});
       else cache->adopt_orphans();
+      t_.checks_owner = !alone;
       cache->refilled_.fill(0);
       cache->owned_rotated_ms_ = now_ms();
       g_cache_registry<Config>.live_count.fetch_add(1, std::memory_order_relaxed);
@@ -91,6 +92,7 @@ void Allocator<Config>::ThreadCache::on_thread_exit(void* p) {
   t_.bins = kNoBins;
   forget_chunks();  // a thread remembers chunks only while it has a cache
   t_.state = CacheState::Exited;
+  t_.checks_owner = false;
   cache->flush_all();
   cache->arena_->thread_left();  // automatic_arenas.h: the arena has one thread fewer
   LockGuard guard(g_cache_registry<Config>.lock);
@@ -249,7 +251,8 @@ void Allocator<Config>::ThreadCache::adopt_orphans() {
 template <class Config>
 void Allocator<Config>::ThreadCache::rotate_owned(std::uint64_t now) {
   owned_rotated_ms_ = now;
-  if (g_cache_registry<Config>.live_count.load(std::memory_order_relaxed) > 1) owned_ = refilled_;
+  t_.checks_owner = g_cache_registry<Config>.live_count.load(std::memory_order_relaxed) > 1;
+  if (t_.checks_owner) owned_ = refilled_;
   else owned_.fill(~std::uint64_t{0});
   refilled_.fill(0);
 }
