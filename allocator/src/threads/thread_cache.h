@@ -51,25 +51,24 @@
 // regions from (a refill) in the last window of kOwnedWindowMs or the one before it,
 // remembered in its cache in a filter of a bit per granule (owns: kOwnedWords words, the
 // granule's number modulo their bits; while the process has one cache, every granule is its
-// thread's). A region freed by a thread that does not own its granule, or one of another
-// automatic arena, is foreign: it goes in
-// through push_foreign, from the slow path, without a lock, to the bin's outgoing regions,
-// which sit at the top of its slots (they take room, not count, so that no pop hands them
-// out: the fill word the fast paths read never counts them). A thread that frees a block
-// another allocated therefore never hands it out again beside that thread's hot objects
-// (Hoard's passive false sharing), as mimalloc's per-page thread_free lists and snmalloc's
-// message queues send such a block to its owner. The outgoing regions go home in one batch
-// (return_to_owners: to this cache's arena under its lock, to another arena through its
-// inbox of remote frees, without its lock: arena.h) when they reach foreign_limit(class)
-// (8 KiB worth), when the bin fills, when it is idle at a decay tick, and at a flush of the
-// whole cache, so a thread that only frees others' blocks keeps at most 8 KiB of each class.
-// A false "owned" (two granules of one bit, or a granule whose regions two threads took: at
-// the ends of their refills) only lets a thread reuse a block as before; a missed one (a block
-// allocated from a granule refilled two windows ago) sends an own block through the arena,
-// one flush and refill later. Pages would be too coarse: threads of one arena refill from one
-// slab in turn, so a page's regions are often several threads'. A block whose thread exited
-// has no owner left to share its lines with: a thread that starts owns the granules of the
-// threads that exited in the last two windows, until its first rotation (Larson's server
+// thread's, and the fast free path skips the test: ThreadState::checks_owner). A region freed
+// by a thread that does not own its granule, or one of another automatic arena, is foreign: it goes
+// in through push_foreign, from the slow path, without a lock, to the bin's outgoing regions, which
+// sit at the top of its slots (they take room, not count, so that no pop hands them out: the fill
+// word the fast paths read never counts them). A thread that frees a block another allocated
+// therefore never hands it out again beside that thread's hot objects (Hoard's passive false
+// sharing), as mimalloc's per-page thread_free lists and snmalloc's message queues send such a
+// block to its owner. The outgoing regions go home in one batch (return_to_owners: to this cache's
+// arena under its lock, to another arena through its inbox of remote frees, without its lock:
+// arena.h) when they reach foreign_limit(class) (8 KiB worth), when the bin fills, when it is idle
+// at a decay tick, and at a flush of the whole cache, so a thread that only frees others' blocks
+// keeps at most 8 KiB of each class. A false "owned" (two granules of one bit, or a granule whose
+// regions two threads took: at the ends of their refills) only lets a thread reuse a block as
+// before; a missed one (a block allocated from a granule refilled two windows ago) sends an own
+// block through the arena, one flush and refill later. Pages would be too coarse: threads of one
+// arena refill from one slab in turn, so a page's regions are often several threads'. A block whose
+// thread exited has no owner left to share its lines with: a thread that starts owns the granules
+// of the threads that exited in the last two windows, until its first rotation (Larson's server
 // threads each free the blocks of the one before them, which exited).
 #pragma once
 
