@@ -172,6 +172,28 @@ TEST(BlocksGoHome, AThreadFreeingOthersBlocksKeepsAtMostAForeignLimit) {
   EXPECT_EQ(problem, nullptr) << problem;
 }
 
+// A thread that starts owns the granules of threads that exited just before: their blocks
+// have no owner left, and the new thread reuses them (Larson's generations of threads).
+TEST(BlocksGoHome, ANewThreadReusesTheBlocksOfAThreadThatExited) {
+  if (!kCaches) GTEST_SKIP() << "a design without thread caches frees every block to its arena";
+  constexpr std::size_t kSize = 48;
+  constexpr unsigned kClass = pagemalloc::size_class_of(kSize);
+  std::vector<void*> blocks;
+  std::thread([&] { blocks = allocate_blocks(16, kSize); }).join();  // made, then exited
+  unsigned cached_before = 0, cached_after = 0, outgoing = 0;
+  std::thread([&] {
+    pm_free(pm_malloc(kSize));
+    const ThreadCache* cache = ThreadCache::current();
+    cached_before = cache->cached(kClass);
+    for (void* p : blocks) pm_free(p);
+    cached_after = cache->cached(kClass);
+    outgoing = cache->outgoing(kClass);
+    pm_purge();
+  }).join();
+  EXPECT_EQ(outgoing, 0u) << "the blocks of a thread that exited went home";
+  EXPECT_EQ(cached_after, cached_before + blocks.size());
+}
+
 // A free of a block waiting among the outgoing regions is a double free.
 TEST(BlocksGoHomeDeathTest, AnOutgoingBlockFreedAgainIsADoubleFree) {
   if (!kCaches) GTEST_SKIP() << "a design without thread caches frees every block to its arena";

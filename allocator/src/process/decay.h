@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "design/allocator.h"
+#include "os/clock.h"
 
 namespace pagemalloc {
 
@@ -37,7 +38,9 @@ class Allocator<Config>::Decay {
  public:
   // Called by a thread cache every kDecayTickBinPushes frees into one of its bins (noexcept,
   // so that a noexcept operator delete can end in it). Requires: no lock held.
-  [[gnu::hot]] static void tick_from_calls() noexcept;
+  [[gnu::hot]] static void tick_from_calls() noexcept { tick_from_calls(now_ms()); }
+  // The same for a caller that has just read the clock (now: now_ms()).
+  [[gnu::hot]] static void tick_from_calls(std::uint64_t now) noexcept;
 
   // A small block freed without a thread cache (to its arena, under the lock): in a design
   // without caches (Config::kThreadCaches), every kDecayTickCalls such frees of a thread

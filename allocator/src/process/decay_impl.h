@@ -36,8 +36,7 @@ void* Allocator<Config>::Decay::background_loop(void*) {
 }
 
 template <class Config>
-void Allocator<Config>::Decay::tick_from_calls() noexcept {
-  const std::uint64_t now = now_ms();
+void Allocator<Config>::Decay::tick_from_calls(std::uint64_t now) noexcept {
   std::uint64_t next = next_tick_ms_.load(std::memory_order_relaxed);
   if (now < next) return;
   if (!next_tick_ms_.compare_exchange_strong(next, now + kDecayTickMs, std::memory_order_relaxed))

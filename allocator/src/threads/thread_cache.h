@@ -47,7 +47,7 @@
 // A freed region's first word is set to a key: a free that finds the key there checks the
 // cache and the slab's bitmap, and reports a double free instead of caching the region twice.
 //
-// Blocks go home. A thread owns the granules (kOwnedGranule bytes, a few cache lines) it took
+// Blocks go home. A thread owns the granules (256 bytes, 1 << kLgOwnedGranule) it took
 // regions from (a refill) in the last window of kOwnedWindowMs or the one before it,
 // remembered in its cache in a filter of a bit per granule (owns: kOwnedWords words, the
 // granule's number modulo their bits; while the process has one cache, every granule is its
@@ -387,6 +387,15 @@ class Allocator<Config>::ThreadCache {
                  std::memory_order_relaxed);
     }
     void set_count(std::uint32_t count) { set(count, limit()); }
+    // One more push in the pushes' field alone (a push that changes neither count nor room:
+    // push_foreign's); true when it carries out of the word, a decay tick.
+    bool count_push() {
+      std::uint64_t next;
+      const bool tick = __builtin_add_overflow(fill.load(std::memory_order_relaxed),
+                                               std::uint64_t{1} << kPushesShift, &next);
+      fill.store(next, std::memory_order_relaxed);
+      return tick;
+    }
     void set_limit(std::uint32_t limit) { set(count(), limit); }
   };
   static_assert(sizeof(CacheBin) == 16);

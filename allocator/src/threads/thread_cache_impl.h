@@ -191,12 +191,7 @@ void Allocator<Config>::ThreadCache::push_foreign(unsigned size_class, void* p, 
   bin.set_limit(limit - 1);
   use.set_outgoing(use.outgoing() + 1);
   use.outgoing_elsewhere |= other_arena;
-  // A foreign push counts toward the decay's tick as a push does (push_to).
-  const std::uint64_t fill = bin.fill.load(std::memory_order_relaxed);
-  std::uint64_t next;
-  const bool tick = __builtin_add_overflow(fill, std::uint64_t{1} << CacheBin::kPushesShift, &next);
-  bin.fill.store(next, std::memory_order_relaxed);
-  if (tick) [[unlikely]]
+  if (bin.count_push()) [[unlikely]]  // toward the decay's tick, as push_to's pushes
     on_decay_tick();
 }
 
@@ -300,7 +295,7 @@ void Allocator<Config>::ThreadCache::on_decay_tick() noexcept {
       medium_.trim_idle([this](void* const* blocks, unsigned n) { give_back_medium(blocks, n); });
     }
   }
-  Decay::tick_from_calls();
+  Decay::tick_from_calls(now);
 }
 
 template <class Config>
