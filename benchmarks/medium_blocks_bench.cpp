@@ -12,8 +12,9 @@
 //       fixed seed, the same in every round and for every allocator. Each block has its first
 //       and last byte written, so its first and last pages are the allocator's to provide.
 //
-// Cases: one buffer of 128 KiB replaced (a program's scratch buffer reused), 4 live blocks of
-// 64-256 KiB, and 100 (16 MiB live, more than the cache keeps).
+// Cases: one buffer of 128 KiB replaced (a program's scratch buffer reused); 4, 32 and 100 live
+// blocks of 64-256 KiB (100: 16 MiB live); and 1, 4, 32 and 100 live blocks of 256 KiB-1 MiB
+// (100: 64 MiB live, more than any thread cache keeps).
 #include "allocator_calls.h"
 #include "bench_context.h"
 
@@ -90,8 +91,8 @@ void BM_MediumBlocks(benchmark::State& state) {
 void medium_cases(benchmark::internal::Benchmark* b) {
   b->ArgNames({"live", "min_kib", "max_kib"});
   b->Args({1, 128, 128});
-  b->Args({4, 64, 256});
-  b->Args({100, 64, 256});
+  for (const std::int64_t live : {4, 32, 100}) b->Args({live, 64, 256});
+  for (const std::int64_t live : {1, 4, 32, 100}) b->Args({live, 256, 1024});
   b->Unit(benchmark::kMicrosecond);
 }
 

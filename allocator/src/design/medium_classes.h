@@ -69,10 +69,12 @@ struct MediumClassTable {
   static constexpr unsigned class_of_size(std::size_t size) {
     return kHolding[(size + kPageSize - 1) >> kLgPageSize];
   }
-  // The class whose length is exactly `pages` (a freed block's), or kNone.
+  // The class whose length is exactly `pages` (a freed block's), or kNone: one compare and one
+  // load of a byte, on free's path.
   static constexpr unsigned class_of_length(std::size_t pages) {
-    const unsigned c = class_holding(pages);
-    return c != kNone && kPages[c] == pages ? c : kNone;
+    if (pages > kMaxPages) return kNone;
+    const unsigned c = kOfLength[pages];
+    return c == kNoClass ? kNone : c;
   }
   static constexpr std::size_t bytes(unsigned size_class) {
     return std::size_t{kPages[size_class]} * kPageSize;
@@ -94,6 +96,15 @@ struct MediumClassTable {
       holding[p] = std::uint16_t(c);
     }
     return holding;
+  }();
+  // Each page count's class if a class has exactly that length, else kNoClass.
+  static constexpr std::uint8_t kNoClass = 0xff;
+  static_assert(kCount < kNoClass, "a class is a byte");
+  static constexpr auto kOfLength = [] {
+    std::array<std::uint8_t, kMaxPages + 1> of_length{};
+    for (auto& c : of_length) c = kNoClass;
+    for (unsigned c = 0; c < kCount; ++c) of_length[kPages[c]] = std::uint8_t(c);
+    return of_length;
   }();
 };
 

@@ -167,6 +167,15 @@ class Allocator<Config>::Heap {
   std::size_t resize_bumped_in_place(BumpSpace& space, void* p, std::size_t size, std::size_t extra,
                                      bool zero, const char* call);
   [[gnu::hot]] void deallocate_slow(void* p, const char* call) noexcept;
+  // free's path for a block whose entry e, in a chunk the thread remembers, is no slab's: a
+  // medium block into the thread's medium bins, anything else through deallocate_rest.
+  [[gnu::hot, gnu::noinline]] void deallocate_remembered(void* p, PageEntry e,
+                                                         const char* call) noexcept;
+  // deallocate_slow's parts: a medium block whose bin is full, and every block but a medium one
+  // of a chunk the thread remembers.
+  [[gnu::hot, gnu::noinline]] void free_medium_into_full_bin(unsigned medium_class, void* p,
+                                                             const char* call) noexcept;
+  [[gnu::hot, gnu::noinline]] void deallocate_rest(void* p, const char* call) noexcept;
   // Before a free, in a design that validates frees (Config::kValidateFree): the search of
   // p's arena's chunk tree (Arena::validate_freed). Huge blocks, bump arenas' blocks and
   // foreign pointers are left to the free, which searches or reports them.
@@ -182,7 +191,6 @@ class Allocator<Config>::Heap {
   // The fast paths' medium blocks (kMaxSmallSize < size <= kMaxMediumSize): popped from the
   // calling thread's medium bins, or nullptr; freed into them, or false.
   [[gnu::hot, gnu::noinline]] static void* pop_medium_here(std::size_t size);
-  static bool freed_medium_into_cache(PageEntry e, void* p);
   static bool push_medium_to(ThreadCache& cache, PageEntry e, void* p);
   void deallocate_small(Arena& owner, PageEntry e, void* p, const char* call);
   [[gnu::hot]] void deallocate_foreign(ThreadCache& cache, Arena& owner, PageEntry e, void* p,
@@ -356,19 +364,28 @@ inline bool Allocator<Config>::Heap::push_medium_to(ThreadCache& cache, PageEntr
   return cache.push_medium(medium_class, p);
 }
 
-// deallocate_slow's first test: push_medium_to for a block in a chunk the thread remembers as
-// its arena's (checks were off when it did). Not in freed_into_cache, so that the entry points
-// that inline it carry none of it.
-template <class Config>
-inline bool Allocator<Config>::Heap::freed_medium_into_cache(PageEntry e, void* p) {
-  return push_medium_to(*ThreadCache::remembering(), e, p);
-}
-
+// freed_into_cache's test, with one more branch where it fails: a block that is no slab's in a
+// chunk the thread remembers (a medium block, most often) goes to deallocate_remembered with
+// its entry, so that its free does not read the thread's chunks and the page map again.
 template <class Config>
 inline void Allocator<Config>::Heap::deallocate(void* p, const char* call) {
   if constexpr (Config::kValidateFree) validate_free(p);
-  if (!freed_into_cache(p)) [[unlikely]]
-    deallocate_slow(p, call);
+  std::byte* chunk = chunk_base_of(p);
+  if (ThreadCache::remembers(chunk)) [[likely]] {
+    const PageEntry e = page_entry(chunk, page_index_of(p));
+    if (!e.is_slab()) [[unlikely]]
+      return deallocate_remembered(p, e, call);
+    if (*static_cast<const std::uintptr_t*>(p) != ThreadCache::freed_key()) [[likely]] {
+      *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
+      ThreadCache* cache = ThreadCache::remembering();
+      // A block of the arena in a granule the thread does not own goes home (thread_cache.h).
+      if (ThreadCache::checks_owner() && !cache->owns(p)) [[unlikely]]
+        cache->push_foreign(e.size_class(), p, false);
+      else cache->push_slab_region(e, p);
+      return;
+    }
+  }
+  deallocate_slow(p, call);
 }
 
 template <class Config>

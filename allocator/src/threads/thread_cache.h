@@ -40,9 +40,9 @@
 // class: medium_classes.h) wait in the cache's medium bins (medium_bins.h) for the next
 // request of their class, popped and pushed with no lock; only a block of the cache's own
 // arena enters them, and a block another thread's arena holds goes back to that arena. Every
-// kMediumTickPushes medium frees tick the cache as a small bin's pushes do, and its decay ticks
-// look at the medium bins at most every kMediumLookMs: a bin unused since the last look goes
-// back to the arena whole.
+// Medium::kTickUses pushes and pops of a medium bin tick the cache as a small bin's pushes do,
+// and its decay ticks look at the medium bins at most every kMediumLookMs: a bin unused since
+// the last look goes back to the arena whole.
 //
 // A freed region's first word is set to a key: a free that finds the key there checks the
 // cache and the slab's bitmap, and reports a double free instead of caching the region twice.
@@ -171,7 +171,6 @@ class Allocator<Config>::ThreadCache {
   static constexpr unsigned kIdleBinsPerTick = 8;  // bins looked at per decay tick of a cache
   static constexpr unsigned capacity(unsigned size_class) { return cache_capacity(size_class); }
   using Medium = MediumBins<MediumClasses>;
-  static constexpr unsigned kMediumTickPushes = 256;   // medium frees per decay tick of a cache
   static constexpr std::uint64_t kMediumLookMs = 500;  // between two looks at idle medium bins
 
   // Leaves the slot areas unwritten (their pages stay untouched until used).
@@ -291,24 +290,44 @@ class Allocator<Config>::ThreadCache {
 
   // A cached medium block of the medium class, its entry made Large again; nullptr if none.
   void* pop_medium(unsigned medium_class) {
-    void* p = medium_.pop(medium_class);
-    if (p != nullptr)
-      store_entry(chunk_base_of(p), page_index_of(p),
-                  PageEntry::large(PageCount(MediumClasses::kPages[medium_class])));
+    bool tick = false;
+    void* p = medium_.pop(medium_class, tick);
+    if (p == nullptr) return nullptr;
+    store_entry(chunk_base_of(p), page_index_of(p),
+                PageEntry::large(PageCount(MediumClasses::kPages[medium_class])));
+    if (tick) [[unlikely]]
+      return medium_tick_before(p);
     return p;
   }
   // Requires: p is a live medium block of this cache's arena, of exactly its class's length
   // (MediumClasses::class_of_length). False if the cache keeps none of its class (the caller
   // frees it to the arena).
   bool push_medium(unsigned medium_class, void* p) {
-    if (!medium_.try_push(medium_class, p)) [[unlikely]]
-      return push_medium_full(medium_class, p);
-    store_entry(chunk_base_of(p), page_index_of(p),
-                PageEntry::thread_cached(PageCount(MediumClasses::kPages[medium_class])));
-    if (++medium_pushes_ == kMediumTickPushes) [[unlikely]]
-      medium_tick();
+    switch (try_push_medium(medium_class, p)) {
+      case MediumPush::kDone: return true;
+      case MediumPush::kTick: medium_tick(); return true;
+      case MediumPush::kFull: return push_medium_full(medium_class, p);
+    }
     return true;
   }
+  // push_medium's fast half, which calls nothing: the block pushed (kDone; kTick when its push
+  // is the one that ticks the cache: the caller calls medium_tick), or not, its bin at its limit
+  // (kFull: the caller calls push_medium_full).
+  enum class MediumPush { kDone, kTick, kFull };
+  MediumPush try_push_medium(unsigned medium_class, void* p) {
+    bool tick = false;
+    if (!medium_.try_push(medium_class, p, tick)) [[unlikely]]
+      return MediumPush::kFull;
+    store_entry(chunk_base_of(p), page_index_of(p),
+                PageEntry::thread_cached(PageCount(MediumClasses::kPages[medium_class])));
+    return tick ? MediumPush::kTick : MediumPush::kDone;
+  }
+  // push_medium's slow half: a bin at its limit grows, or gives back its older half.
+  [[gnu::hot, gnu::noinline]] bool push_medium_full(unsigned medium_class, void* p);
+  // Every Medium::kTickUses pushes and pops of a medium bin: a decay tick of the cache
+  // (medium_tick_before: the tick, then the popped block p returned).
+  [[gnu::noinline]] void medium_tick() noexcept;
+  [[gnu::noinline]] void* medium_tick_before(void* p) noexcept;
   // Returns every medium block to the arena (a growth in place that found them in its way).
   [[gnu::hot]] void flush_medium();
   [[nodiscard]] bool holds_medium() const { return medium_.holds_any(); }
@@ -466,10 +485,6 @@ class Allocator<Config>::ThreadCache {
   // those of the threads that exited in the last two windows (the file's comment).
   [[gnu::hot]] void leave_orphans();
   [[gnu::hot]] void adopt_orphans();
-  // push_medium's slow half: a bin at its limit grows, or gives back its older half.
-  [[gnu::hot, gnu::noinline]] bool push_medium_full(unsigned medium_class, void* p);
-  // Every kMediumTickPushes medium frees: a decay tick of the cache.
-  [[gnu::noinline]] void medium_tick() noexcept;
   // Medium blocks back to the arena in one batch (medium_bins.h's give_back).
   [[gnu::hot, gnu::noinline]] void give_back_medium(void* const* blocks, unsigned n);
 
@@ -529,7 +544,6 @@ class Allocator<Config>::ThreadCache {
   std::uint64_t idle_seen_[kNumClasses] = {};  // each bin's fill at on_decay_tick's last look
   unsigned idle_next_ = 0;                     // the bin it looks at next
   Medium medium_;
-  std::uint32_t medium_pushes_ = 0;     // medium frees since the last tick they made
   std::uint64_t medium_looked_ms_ = 0;  // when on_decay_tick last looked at the medium bins
   std::uint64_t owned_rotated_ms_ = 0;  // when rotate_owned last ran
 

@@ -389,19 +389,26 @@ void Allocator<Config>::ThreadCache::flush_all() {
 
 template <class Config>
 bool Allocator<Config>::ThreadCache::push_medium_full(unsigned medium_class, void* p) {
-  if (!medium_.push_full(medium_class, p,
-                         [this](void* const* blocks, unsigned n) { give_back_medium(blocks, n); }))
+  bool tick = false;
+  if (!medium_.push_full(
+          medium_class, p, [this](void* const* blocks, unsigned n) { give_back_medium(blocks, n); },
+          tick))
     return false;
   store_entry(chunk_base_of(p), page_index_of(p),
               PageEntry::thread_cached(PageCount(MediumClasses::kPages[medium_class])));
-  if (++medium_pushes_ == kMediumTickPushes) medium_tick();
+  if (tick) medium_tick();
   return true;
 }
 
 template <class Config>
 void Allocator<Config>::ThreadCache::medium_tick() noexcept {
-  medium_pushes_ = 0;
   on_decay_tick();
+}
+
+template <class Config>
+void* Allocator<Config>::ThreadCache::medium_tick_before(void* p) noexcept {
+  on_decay_tick();
+  return p;
 }
 
 template <class Config>
