@@ -23,8 +23,10 @@ def launcher():
 
 
 def preload_of(allocator):
-    """The library to preload for an allocator; None for glibc."""
-    return dropin("pagemap") if allocator == "pagemalloc" else peer_library(allocator)
+    """The library to preload for an allocator; None for glibc. Every "pagemalloc..." name
+    (pagemalloc under settings of its own, as the cross-thread part's pagemalloc-ncpus64) is
+    the pagemap variant's drop-in."""
+    return dropin("pagemap") if allocator.startswith("pagemalloc") else peer_library(allocator)
 
 
 def clean_environment():
