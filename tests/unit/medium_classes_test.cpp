@@ -82,6 +82,16 @@ struct Sink {
   }
 };
 
+// Pushes block as a thread whose requests outrun its bin: after a miss (a pop of an empty bin,
+// the bin emptied first and refilled), so that a full bin may grow.
+bool push_in_use(FakeBins& bins, unsigned c, void* block, Sink& sink) {
+  std::vector<void*> held;
+  while (void* p = bins.pop(c)) held.push_back(p);
+  EXPECT_EQ(bins.pop(c), nullptr);  // the miss
+  for (auto it = held.rbegin(); it != held.rend(); ++it) EXPECT_TRUE(bins.try_push(c, *it));
+  return bins.try_push(c, block) || bins.push_full(c, block, sink.fn());
+}
+
 TEST(MediumBins, ALimitGrowsByOneWithinTheThreadsBoundThenHalvesTheBin) {
   auto bins = std::make_unique<FakeBins>();
   Sink sink;
@@ -93,14 +103,10 @@ TEST(MediumBins, ALimitGrowsByOneWithinTheThreadsBoundThenHalvesTheBin) {
   // 256 KiB blocks: the thread's bound lets its limits reach kThreadBytes / 256 KiB.
   const unsigned most = unsigned(FakeBins::kThreadBytes / (256 * kKiB));
   const unsigned cap = most < FakeBins::kSlots ? most : FakeBins::kSlots;
-  for (std::uintptr_t i = 2; i <= cap; ++i) {
-    const bool pushed = bins->try_push(7, fake(i)) || bins->push_full(7, fake(i), sink.fn());
-    ASSERT_TRUE(pushed);
-  }
+  for (std::uintptr_t i = 2; i <= cap; ++i) ASSERT_TRUE(push_in_use(*bins, 7, fake(i), sink));
   EXPECT_EQ(bins->limit(7), cap);
   EXPECT_TRUE(sink.given.empty());
-  ASSERT_FALSE(bins->try_push(7, fake(100)));
-  ASSERT_TRUE(bins->push_full(7, fake(100), sink.fn()));
+  ASSERT_TRUE(push_in_use(*bins, 7, fake(100), sink));
   EXPECT_EQ(sink.given.size(), (cap + 1) / 2) << "the older half went back";
   EXPECT_EQ(sink.given.front(), fake(1));
   EXPECT_EQ(bins->pop(7), fake(100)) << "the newest comes out first";
@@ -109,6 +115,29 @@ TEST(MediumBins, ALimitGrowsByOneWithinTheThreadsBoundThenHalvesTheBin) {
   EXPECT_EQ(FakeBins::claimed_by_all().load(), before) << "every limit given back";
   EXPECT_EQ(bins->pop(7), nullptr);
   EXPECT_EQ(bins->check(), nullptr);
+}
+
+TEST(MediumBins, ABinOnlyPushedToKeepsOneBlockAndGivesTheRestBack) {
+  // A thread that frees blocks of a length others allocate (a consumer, a main thread freeing
+  // what exited threads made) never finds its bin empty: it may not grow past one.
+  auto bins = std::make_unique<FakeBins>();
+  Sink sink;
+  const std::size_t before = FakeBins::claimed_by_all().load();
+  for (std::uintptr_t i = 1; i <= 8; ++i) {
+    if (!bins->try_push(7, fake(i))) {
+      ASSERT_TRUE(bins->push_full(7, fake(i), sink.fn()));
+    }
+  }
+  EXPECT_EQ(bins->limit(7), 1u);
+  EXPECT_EQ(bins->count(7), 1u);
+  EXPECT_EQ(sink.given.size(), 7u) << "every block but the newest went to the arena";
+  EXPECT_EQ(FakeBins::claimed_by_all().load(), before + 256 * kKiB);
+  // Once a pop finds it empty, it may grow again.
+  ASSERT_TRUE(push_in_use(*bins, 7, fake(9), sink));
+  EXPECT_EQ(bins->limit(7), 2u);
+  EXPECT_EQ(bins->check(), nullptr);
+  bins->empty_all(sink.fn());
+  EXPECT_EQ(FakeBins::claimed_by_all().load(), before);
 }
 
 TEST(MediumBins, TheBoundOfAllThreadsStopsGrowthAndAnIdleBinIsEmptied) {
@@ -123,11 +152,10 @@ TEST(MediumBins, TheBoundOfAllThreadsStopsGrowthAndAnIdleBinIsEmptied) {
   unsigned refused = 0;
   for (std::size_t t = 0; t < needed; ++t) {
     threads.push_back(std::make_unique<FakeBins>());
-    for (unsigned i = 0; i < FakeBins::kSlots; ++i)
-      if (!threads.back()->try_push(7, fake(next)) &&
-          !threads.back()->push_full(7, fake(next), sink.fn()))
-        ++refused;
+    for (unsigned i = 0; i < FakeBins::kSlots; ++i) {
+      if (!push_in_use(*threads.back(), 7, fake(next), sink)) ++refused;
       else ++next;
+    }
   }
   EXPECT_GT(refused, 0u) << "a bin that may not grow takes nothing";
   EXPECT_LE(FakeBins::claimed_by_all().load(), FakeBins::kAllBytes);

@@ -4,10 +4,13 @@
 // ThreadCached (pagemap/page_map.h), so that a second free of it is reported.
 //
 // Bounds: a bin holds at most `limit` blocks, and its limit starts at 0 and grows by one for a
-// push that finds the bin full, while the limits of every thread's bins stay within kAllBytes
-// (a process's bins hold at most 32 MiB, gperftools' default for all its thread caches
-// together) and a thread's within kThreadBytes, the same: one thread may claim the whole bound
-// while no other does. With 8 MiB a thread, 100 live blocks of 64-256 KiB replaced at random
+// push that finds the bin full if a pop found it empty since its limit last grew, as
+// gperftools' lists grow on a miss (a thread that frees more blocks of a length than it
+// allocates, as one that frees what others made, keeps one and hands the rest to the arena's
+// stash, where the allocating threads find them), while the limits of every thread's bins stay
+// within kAllBytes (a process's bins hold at most 32 MiB, gperftools' default for all its thread
+// caches together) and a thread's within kThreadBytes, the same: one thread may claim the whole
+// bound while no other does. With 8 MiB a thread, 100 live blocks of 64-256 KiB replaced at random
 // missed the bins on 30 % of the requests and took 5 times gperftools' time; with the whole
 // bound, 0.75 % and 1.3 times, and a peak RSS of a quarter of gperftools' (docs/measurements.md,
 // entry 45). Each grown limit is claimed from the bound and given back when the bin is trimmed
@@ -49,7 +52,10 @@ class MediumBins {
     Bin& bin = bins_[c];
     const std::uint64_t word = bin.load();
     const unsigned count = Bin::count_of(word);
-    if (count == 0) return nullptr;
+    if (count == 0) {
+      bin.store(word | Bin::kMissed);  // the bin may grow at its next push_full
+      return nullptr;
+    }
     const std::uint64_t popped = word - 1 + Bin::kOneUse;
     bin.store(popped);
     tick = Bin::uses_of(popped) % kTickUses == 0;
@@ -83,9 +89,12 @@ class MediumBins {
     return push_full(c, block, give_back, tick);
   }
 
-  // A push that try_push refused: grows the bin's limit if both bounds allow; else hands the
-  // bin's older half to give_back(void* const* blocks, unsigned n) and pushes; or, if the bin
-  // may hold nothing, returns false (the caller frees the block itself).
+  // A push that try_push refused: grows the bin's limit if both bounds allow and a pop found
+  // the bin empty since its limit last grew (a bin that serves its thread's requests, or is
+  // only pushed to, as a thread's that frees what others allocate, stays as it is); else
+  // hands the bin's older half to
+  // give_back(void* const* blocks, unsigned n) and pushes; or, if the bin may hold nothing,
+  // returns false (the caller frees the block itself).
   template <class GiveBack>
   bool push_full(unsigned c, void* block, GiveBack give_back, bool& tick) {
     Bin& bin = bins_[c];
@@ -170,11 +179,13 @@ class MediumBins {
   struct Bin {
     static constexpr std::uint64_t kOneLimit = std::uint64_t{1} << 16;
     static constexpr std::uint64_t kOneUse = std::uint64_t{1} << 32;
+    static constexpr std::uint64_t kMissed = std::uint64_t{1} << 31;
     static unsigned count_of(std::uint64_t word) { return unsigned(word & 0xffff); }
-    static unsigned limit_of(std::uint64_t word) { return unsigned(word >> 16 & 0xffff); }
+    static unsigned limit_of(std::uint64_t word) { return unsigned(word >> 16 & 0x7fff); }
     static std::uint32_t uses_of(std::uint64_t word) { return std::uint32_t(word >> 32); }
 
-    // count: bits 0-15; limit: 16-31; pushes and pops (mod 2^32): 32-63.
+    // count: bits 0-15; limit: 16-30; a pop found the bin empty since the limit last grew:
+    // 31; pushes and pops (mod 2^32): 32-63.
     std::atomic<std::uint64_t> word{0};
     [[nodiscard]] std::uint64_t load() const { return word.load(std::memory_order_relaxed); }
     void store(std::uint64_t w) { word.store(w, std::memory_order_relaxed); }
@@ -190,12 +201,13 @@ class MediumBins {
     Bin& bin = bins_[c];
     const std::size_t bytes = MediumClasses::bytes(c);
     if (bin.limit() == kSlots || held_limits_ + bytes > kThreadBytes) return false;
+    if (bin.limit() != 0 && (bin.load() & Bin::kMissed) == 0) return false;
     if (claimed_by_all().fetch_add(bytes, std::memory_order_relaxed) + bytes > kAllBytes) {
       claimed_by_all().fetch_sub(bytes, std::memory_order_relaxed);
       return false;
     }
     held_limits_ += bytes;
-    bin.store(bin.load() + Bin::kOneLimit);
+    bin.store((bin.load() + Bin::kOneLimit) & ~Bin::kMissed);
     return true;
   }
 
