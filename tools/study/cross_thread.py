@@ -16,6 +16,7 @@ by LD_PRELOAD (glibc: nothing preloaded; pagemalloc: the release tree's libpagem
   oversubscribed  16 threads on 2 CPUs, small blocks, some freed by another thread
   sh6bench        SmartHeap-style batches freed half oldest-first, half newest-first
   sh8bench        the same with the newest-first half freed by the next thread
+  sh8bench-bursts the original sh8bench's bursts: 200,000 blocks of 8-48 B allocated, then freed
   false-sharing   2 threads each write 8-byte blocks of their own, each after freeing a block
                   the main thread allocated beside the other's (Hoard's cache-scratch)
   false-sharing-active  the same without the blocks handed over (Hoard's cache-thrash)
@@ -111,6 +112,12 @@ PROGRAMS = [
             "half LIFO"),
     Program("sh8bench", "shbench_bench", ["cross=1", "rounds=3000"], ["rounds=1000"],
             "the same, the LIFO half of each batch freed by the next thread"),
+    Program("sh8bench-bursts", "shbench_bench", ["batch=200000", "least=8", "most=48",
+                                                 "rounds=100"], ["rounds=10"],
+            "sh8bench's own pattern (MicroQuill's SH8BENCH.C as mimalloc-bench runs it): 4 "
+            "threads each allocate bursts of 200,000 blocks of 8-48 B and free them, half "
+            "oldest-first, half newest-first (without the original's producer thread, whose "
+            "frees are 2 % of all)"),
     Program("false-sharing", "false_sharing_bench", [], ["writes=300000"],
             "2 threads each write 100 blocks of 8 B of their own in turn, 500,000 times a byte, "
             "after freeing a block the main thread allocated beside the other's (cache-scratch)"),
