@@ -58,6 +58,24 @@ TEST(MediumClassTable, EightPerDoublingAreEightKiBThenSixteenKiBApart) {
   EXPECT_EQ(WideTable::kPages[WideTable::kCount - 1], 128u);
 }
 
+// class_of_length's byte table gives what its definition says: the class whose length is
+// exactly the page count, for every count up to past the range.
+template <class Table>
+void expect_exact_lengths() {
+  for (std::size_t pages = 0; pages <= Table::kMaxPages + 2; ++pages) {
+    const unsigned holding = Table::class_holding(pages);
+    const unsigned exact =
+        holding != Table::kNone && Table::kPages[holding] == pages ? holding : Table::kNone;
+    ASSERT_EQ(Table::class_of_length(pages), exact) << pages << " pages";
+  }
+}
+
+TEST(MediumClassTable, TheClassOfALengthIsTheOneOfExactlyThatLength) {
+  expect_exact_lengths<EighthTable>();
+  expect_exact_lengths<PageExactTable>();
+  expect_exact_lengths<WideTable>();
+}
+
 TEST(MediumClassTable, PageExactKeepsEveryLengthAndNoneIsEmpty) {
   ASSERT_EQ(PageExactTable::kCount, 48u);
   for (std::size_t size = 64 * kKiB + 1; size <= 256 * kKiB; size += 999)
@@ -138,6 +156,28 @@ TEST(MediumBins, ABinOnlyPushedToKeepsOneBlockAndGivesTheRestBack) {
   EXPECT_EQ(bins->check(), nullptr);
   bins->empty_all(sink.fn());
   EXPECT_EQ(FakeBins::claimed_by_all().load(), before);
+}
+
+TEST(MediumBins, EveryKTickUsesPushesAndPopsOfABinTickTheCacheOnce) {
+  // The thread cache's decay ticks from medium calls come from the bins' own counts.
+  auto bins = std::make_unique<FakeBins>();
+  Sink sink;
+  bool tick = false;
+  ASSERT_FALSE(bins->try_push(7, fake(1), tick));
+  ASSERT_TRUE(bins->push_full(7, fake(1), sink.fn(), tick));  // use 1
+  unsigned ticks = tick ? 1 : 0;
+  for (unsigned use = 2; use <= 4 * FakeBins::kTickUses; use += 2) {
+    tick = false;
+    void* p = bins->pop(7, tick);
+    ASSERT_NE(p, nullptr);
+    ticks += tick;
+    tick = false;
+    ASSERT_TRUE(bins->try_push(7, p, tick));
+    ticks += tick;
+  }
+  EXPECT_EQ(ticks, 4u) << "one tick per kTickUses uses, pops and pushes alike";
+  bins->empty_all(sink.fn());
+  EXPECT_EQ(bins->check(), nullptr);
 }
 
 TEST(MediumBins, TheBoundOfAllThreadsStopsGrowthAndAnIdleBinIsEmptied) {

@@ -166,16 +166,16 @@ class Allocator<Config>::Heap {
                           unsigned arena, const char* call);
   std::size_t resize_bumped_in_place(BumpSpace& space, void* p, std::size_t size, std::size_t extra,
                                      bool zero, const char* call);
+  // Every free that free's fast test (deallocate) does not finish or hand to
+  // deallocate_remembered.
   [[gnu::hot]] void deallocate_slow(void* p, const char* call) noexcept;
   // free's path for a block whose entry e, in a chunk the thread remembers, is no slab's: a
-  // medium block into the thread's medium bins, anything else through deallocate_rest.
+  // medium block into the thread's medium bins, anything else through deallocate_slow; and its
+  // part for a medium block whose bin is full.
   [[gnu::hot, gnu::noinline]] void deallocate_remembered(void* p, PageEntry e,
                                                          const char* call) noexcept;
-  // deallocate_slow's parts: a medium block whose bin is full, and every block but a medium one
-  // of a chunk the thread remembers.
   [[gnu::hot, gnu::noinline]] void free_medium_into_full_bin(unsigned medium_class, void* p,
                                                              const char* call) noexcept;
-  [[gnu::hot, gnu::noinline]] void deallocate_rest(void* p, const char* call) noexcept;
   // Before a free, in a design that validates frees (Config::kValidateFree): the search of
   // p's arena's chunk tree (Arena::validate_freed). Huge blocks, bump arenas' blocks and
   // foreign pointers are left to the free, which searches or reports them.
@@ -188,6 +188,7 @@ class Allocator<Config>::Heap {
   // The fast path of every free: p, a small block in the chunk the thread remembers as its
   // arena's, pushed on the thread's cache. False if it is not (p untouched).
   bool freed_into_cache(void* p);
+  static void push_remembered_region(void* p, PageEntry e);
   // The fast paths' medium blocks (kMaxSmallSize < size <= kMaxMediumSize): popped from the
   // calling thread's medium bins, or nullptr; freed into them, or false.
   [[gnu::hot, gnu::noinline]] static void* pop_medium_here(std::size_t size);
@@ -331,14 +332,22 @@ inline bool Allocator<Config>::Heap::freed_into_cache(void* p) {
   const PageEntry e = page_entry(chunk, page_index_of(p));
   if (!e.is_slab() || *static_cast<const std::uintptr_t*>(p) == ThreadCache::freed_key())
       [[unlikely]]
-    return false;  // (a medium block: deallocate_slow's first test)
+    return false;  // (a medium block: deallocate's, through deallocate_sized_slow)
+  push_remembered_region(p, e);
+  return true;
+}
+
+// The fast free's push: p, a region (entry e) of a chunk the thread remembers, its first word
+// not the freed key, marked and pushed on the thread's cache.
+template <class Config>
+[[gnu::always_inline]] inline void Allocator<Config>::Heap::push_remembered_region(void* p,
+                                                                                   PageEntry e) {
   *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
   ThreadCache* cache = ThreadCache::remembering();
   // A block of the arena in a granule the thread does not own goes home (thread_cache.h).
   if (ThreadCache::checks_owner() && !cache->owns(p)) [[unlikely]]
     cache->push_foreign(e.size_class(), p, false);
   else cache->push_slab_region(e, p);
-  return true;
 }
 
 // malloc's fast path for a medium size: out of line, so that the entry points that inline the
@@ -375,15 +384,8 @@ inline void Allocator<Config>::Heap::deallocate(void* p, const char* call) {
     const PageEntry e = page_entry(chunk, page_index_of(p));
     if (!e.is_slab()) [[unlikely]]
       return deallocate_remembered(p, e, call);
-    if (*static_cast<const std::uintptr_t*>(p) != ThreadCache::freed_key()) [[likely]] {
-      *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();
-      ThreadCache* cache = ThreadCache::remembering();
-      // A block of the arena in a granule the thread does not own goes home (thread_cache.h).
-      if (ThreadCache::checks_owner() && !cache->owns(p)) [[unlikely]]
-        cache->push_foreign(e.size_class(), p, false);
-      else cache->push_slab_region(e, p);
-      return;
-    }
+    if (*static_cast<const std::uintptr_t*>(p) != ThreadCache::freed_key()) [[likely]]
+      return push_remembered_region(p, e);
   }
   deallocate_slow(p, call);
 }

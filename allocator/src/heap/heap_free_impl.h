@@ -135,23 +135,9 @@ void Allocator<Config>::Heap::validate_free(const void* p) {
   AddressMap::owner_of<Arena>(entry)->validate_freed(p, page_entry(chunk, page_index_of(p)));
 }
 
-// free's first step after its fast path: a medium block in a chunk the thread remembers, into
-// its medium bins (deallocate_remembered); anything else through deallocate_rest.
-template <class Config>
-void Allocator<Config>::Heap::deallocate_slow(void* p, const char* call) noexcept {
-  if constexpr (MediumClasses::kEnabled && !Config::kAllocatedRunsTree) {
-    std::byte* chunk = chunk_base_of(p);
-    if (ThreadCache::remembers(chunk)) {
-      const PageEntry e = page_entry(chunk, page_index_of(p));
-      if (!e.is_slab()) return deallocate_remembered(p, e, call);
-    }
-  }
-  deallocate_rest(p, call);
-}
-
-// It calls nothing but in tail position, so that the compiler saves few registers for it (the
-// rest of the slow path, deallocate_rest, saves six): a medium free costs about 35
-// instructions with free's test before it.
+// free's path for a medium block, from the fast path's test (deallocate). It calls nothing but in
+// tail position, so that the compiler saves few registers for it (deallocate_slow saves six): a
+// medium free costs about 35 instructions with free's test before it.
 template <class Config>
 void Allocator<Config>::Heap::deallocate_remembered(void* p, PageEntry e,
                                                     const char* call) noexcept {
@@ -169,7 +155,7 @@ void Allocator<Config>::Heap::deallocate_remembered(void* p, PageEntry e,
       }
     }
   }
-  deallocate_rest(p, call);
+  deallocate_slow(p, call);
 }
 
 // A medium block whose bin is at its limit: the bin grows or gives back its older half
@@ -177,11 +163,11 @@ void Allocator<Config>::Heap::deallocate_remembered(void* p, PageEntry e,
 template <class Config>
 void Allocator<Config>::Heap::free_medium_into_full_bin(unsigned medium_class, void* p,
                                                         const char* call) noexcept {
-  if (!ThreadCache::remembering()->push_medium_full(medium_class, p)) deallocate_rest(p, call);
+  if (!ThreadCache::remembering()->push_medium_full(medium_class, p)) deallocate_slow(p, call);
 }
 
 template <class Config>
-void Allocator<Config>::Heap::deallocate_rest(void* p, const char* call) noexcept {
+void Allocator<Config>::Heap::deallocate_slow(void* p, const char* call) noexcept {
   // A small block of the thread's arena in a chunk it does not remember (yet).
   PageEntry e;
   if (ThreadCache* cache = own_small_block(p, e)) [[likely]] {

@@ -180,6 +180,7 @@ class MediumBins {
     static constexpr std::uint64_t kOneLimit = std::uint64_t{1} << 16;
     static constexpr std::uint64_t kOneUse = std::uint64_t{1} << 32;
     static constexpr std::uint64_t kMissed = std::uint64_t{1} << 31;
+    static constexpr std::uint64_t kUsesOnly = ~(kOneUse - 1);
     static unsigned count_of(std::uint64_t word) { return unsigned(word & 0xffff); }
     static unsigned limit_of(std::uint64_t word) { return unsigned(word >> 16 & 0x7fff); }
     static std::uint32_t uses_of(std::uint64_t word) { return std::uint32_t(word >> 32); }
@@ -218,7 +219,7 @@ class MediumBins {
     const std::size_t bytes = std::size_t{bin.limit()} * MediumClasses::bytes(c);
     claimed_by_all().fetch_sub(bytes, std::memory_order_relaxed);
     held_limits_ -= bytes;
-    bin.store(bin.load() & ~(Bin::kOneLimit * 0xffff + 0xffff));  // count and limit 0
+    bin.store(bin.load() & Bin::kUsesOnly);  // count and limit 0
   }
 
   std::array<Bin, kClasses == 0 ? 1 : kClasses> bins_{};
