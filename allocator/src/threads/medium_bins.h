@@ -91,10 +91,9 @@ class MediumBins {
 
   // A push that try_push refused: grows the bin's limit if both bounds allow and a pop found
   // the bin empty since its limit last grew (a bin that serves its thread's requests, or is
-  // only pushed to, as a thread's that frees what others allocate, stays as it is); else
-  // hands the bin's older half to
-  // give_back(void* const* blocks, unsigned n) and pushes; or, if the bin may hold nothing,
-  // returns false (the caller frees the block itself).
+  // only pushed to, as a thread's that frees what others allocate, stays as it is); else hands
+  // the bin's older half to give_back(void* const* blocks, unsigned n) and pushes; or, if the
+  // bin may hold nothing, returns false (the caller frees the block itself).
   template <class GiveBack>
   bool push_full(unsigned c, void* block, GiveBack give_back, bool& tick) {
     Bin& bin = bins_[c];
