@@ -161,10 +161,13 @@ void Allocator<Config>::Arena::free_batch_locked(void* const* regions, unsigned 
       return;
     }
   }
-  for (unsigned i = 0; i < n; ++i) {
+  // A batch's regions come in runs of one slab (a refill takes them a slab at a time, and a
+  // program frees them in much the order it made them): one page-entry look, one bin-list
+  // update and one count per run, not per region.
+  for (unsigned i = 0; i < n;) {
     void* p = regions[i];
     PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
-    give_back(static_cast<Slab*>(e.slab_descriptor()), p, call);
+    i += give_back_run(static_cast<Slab*>(e.slab_descriptor()), regions + i, n - i, call);
   }
 }
 
@@ -299,20 +302,35 @@ void Allocator<Config>::Arena::unstash_all() {
 // Requires: lock_ held.
 template <class Config>
 void Allocator<Config>::Arena::give_back(Slab* slab, void* p, const char* call) {
+  give_back_run(slab, &p, 1, call);
+}
+
+// Requires: lock_ held; n >= 1, regions[0] in slab's pages.
+template <class Config>
+unsigned Allocator<Config>::Arena::give_back_run(Slab* slab, void* const* regions, unsigned n,
+                                                 const char* call) {
   const SizeClass& sc = kSizeClasses[slab->size_class];
-  const std::size_t offset = std::size_t(static_cast<std::byte*>(p) - slab->base);
-  const std::uint32_t index = region_index(sc, offset);
-  if (std::size_t(index) * sc.size != offset || index >= sc.regions) [[unlikely]] {
-    lock_.unlock();
-    report_misuse(call, p, "not the start of a block");
+  const auto base = reinterpret_cast<std::uintptr_t>(slab->base);
+  const std::size_t span = std::size_t(sc.regions) * sc.size;
+  unsigned given = 0;
+  for (; given < n; ++given) {
+    // A pointer below the base wraps to an offset past the span, as one in another slab lies.
+    const std::size_t offset = reinterpret_cast<std::uintptr_t>(regions[given]) - base;
+    if (offset >= span && given != 0) break;  // the first is in the slab's pages: reported
+    const std::uint32_t index = region_index(sc, offset);
+    if (std::size_t(index) * sc.size != offset || index >= sc.regions) [[unlikely]] {
+      lock_.unlock();
+      report_misuse(call, regions[given], "not the start of a block");
+    }
+    if (slab->is_free(index)) [[unlikely]] {  // also a region twice in the run
+      lock_.unlock();
+      report_misuse(call, regions[given], "double free");
+    }
+    slab->mark_free(index);
   }
-  if (slab->is_free(index)) [[unlikely]] {
-    lock_.unlock();
-    report_misuse(call, p, "double free");
-  }
-  slab->give_back(index);
-  allocated_ -= sc.size;
-  --blocks_;
+  slab->free_count = std::uint16_t(slab->free_count + given);
+  allocated_ -= std::size_t(given) * sc.size;
+  blocks_ -= given;
   SlabBin& bin = bins_[slab->size_class];
   if (slab == bin.current) {
     // In a 2008 design (Config::kReleaseCurrentSlab) even the slab being allocated from
@@ -321,7 +339,7 @@ void Allocator<Config>::Arena::give_back(Slab* slab, void* p, const char* call) 
       bin.current = nullptr;
       release_slab(slab);
     }
-    return;
+    return given;
   }
   if (slab->empty()) {
     if (slab->listed) bin.partial.remove(slab);
@@ -330,6 +348,7 @@ void Allocator<Config>::Arena::give_back(Slab* slab, void* p, const char* call) 
     bin.partial.push_front(slab);
     slab->listed = true;
   }
+  return given;
 }
 
 // Requires: lock_ held; bin.current is null or full.

@@ -54,10 +54,9 @@ struct alignas(64) Slab {
   [[nodiscard]] bool is_free(std::uint32_t index) const {
     return (free_bits[index / 64] >> (index % 64)) & 1;
   }
-  void give_back(std::uint32_t index) {
-    free_bits[index / 64] |= std::uint64_t{1} << (index % 64);
-    ++free_count;
-  }
+  // Region index free again; the caller adds the regions it marks to free_count (a run of
+  // them at once: Arena::give_back_run).
+  void mark_free(std::uint32_t index) { free_bits[index / 64] |= std::uint64_t{1} << (index % 64); }
   [[nodiscard]] bool empty() const { return free_count == kAllSizeClasses[size_class].regions; }
 };
 
