@@ -93,6 +93,30 @@ TEST(ThreadCacheBatches, ARefillEndsAConsumersRunOfWholeFlushes) {
   });
 }
 
+// A bin refilled once since its last flush keeps its limit when it overflows (its count only
+// wandered between a refill and a flush); refilled kGrowthRefills times, it grows.
+TEST(ThreadCacheBatches, ABinGrowsOnlyAfterRefillsOfMoreThanOneBatch) {
+  for (const unsigned refills : {1u, ThreadCache::kGrowthRefills}) {
+    on_fresh_thread([refills] {
+      const unsigned limit = ThreadCache::initial_limit(kClass);
+      std::vector<void*> blocks = allocated_then_flushed(limit + 1);  // live; the bin empty
+      const ThreadCache* cache = ThreadCache::current();
+      ASSERT_NE(cache, nullptr);
+      ASSERT_EQ(cache->cached(kClass), 0u);
+      // `refills` refills of half the limit, each popped to the last region, then freed.
+      std::vector<void*> popped((refills - 1) * (limit / 2) + 1);
+      for (void*& p : popped) p = pm_malloc(kSize);
+      for (void* p : popped) pm_free(p);
+      for (void* p : blocks) pm_free(p);  // past the limit: an overflow
+      if (refills < ThreadCache::kGrowthRefills)
+        EXPECT_EQ(cache->limit(kClass), limit) << "a bin refilled once since its flush grew";
+      else
+        EXPECT_GT(cache->limit(kClass), limit)
+            << "a bin refilled " << refills << " times since its flush did not grow";
+    });
+  }
+}
+
 // A bin that grew and then sees no push or pop while its cache ticks gives back what it holds
 // above its initial limit (thread_cache.h): a thread that moved on to other sizes keeps no
 // hundreds of regions of the old ones, nor their slabs.

@@ -5,15 +5,18 @@
 // for the larger classes) and grows, as tcmalloc's free lists do, when a thread frees more of
 // that class than it holds: an overflow raises the class's limit (doubling it, up to
 // capacity(class)) while the thread's budget allows, and only flushes when it does not. A bin
-// grows only while the thread allocates from it: its own regions if it refilled since its last
-// flush (a thread that frees what it did not allocate keeps no more than its first limit:
-// those regions go home, below). The budget, kBudgetBytes, bounds the bytes by which one thread's
-// limits may grow above their initial ones. A stack starts in a packed area that holds every
-// class's initial limit one after another (some 18 KiB: a thread that uses a few dozen classes
-// touches a few pages of it, not a page per class). A growth to at most kPackedGrowth slots moves
-// it to room for its new limit taken in turn from a second packed area, so that classes that grow a
-// little share pages too; a larger growth (or one that finds that area full) moves it to room for
-// its largest stack, reserved per class in the cache record, where it grows in place. Each
+// grows only while the thread allocates more of it than one batch: its own regions if it refilled
+// at least kGrowthRefills times since its last flush (a thread that frees what it did not allocate
+// keeps no more than its first limit: those regions go home, below; and a bin whose count only
+// wanders between its refills and flushes, as with a few live blocks replaced at random, keeps
+// its limit: growing it there only parked regions, which short-lived threads then took from the
+// slabs anew, docs/measurements.md). The budget, kBudgetBytes, bounds the bytes by which one
+// thread's limits may grow above their initial ones. A stack starts in a packed area that holds
+// every class's initial limit one after another (some 18 KiB: a thread that uses a few dozen
+// classes touches a few pages of it, not a page per class). A growth to at most kPackedGrowth slots
+// moves it to room for its new limit taken in turn from a second packed area, so that classes that
+// grow a little share pages too; a larger growth (or one that finds that area full) moves it to
+// room for its largest stack, reserved per class in the cache record, where it grows in place. Each
 // area's pages are touched only as stacks fill them.
 //
 // A cache is filled from its arena and flushed back to it in batches of half its limit, under
@@ -168,6 +171,9 @@ class Allocator<Config>::ThreadCache {
   static constexpr unsigned kMaxRefill = 256;           // regions per refill at most
   // A bin refilled this many times without a flush refills its whole limit (a producer's).
   static constexpr unsigned kProducerRefills = 3;
+  // Refills since its last flush that let a bin grow at its next overflow.
+  static constexpr unsigned kGrowthRefills = 2;
+  static_assert(kGrowthRefills <= kProducerRefills, "refills_unflushed counts up to the latter");
   static constexpr unsigned kIdleBinsPerTick = 8;  // bins looked at per decay tick of a cache
   static constexpr unsigned capacity(unsigned size_class) { return cache_capacity(size_class); }
   using Medium = MediumBins<MediumClasses>;

@@ -315,8 +315,9 @@ void Allocator<Config>::ThreadCache::push_overflowing(CacheBin* full, void* p) n
   const unsigned room = capacity(size_class) - bin.limit();
   const unsigned step = bin.limit() < room ? bin.limit() : room;
   std::uint32_t count = bin.count();
-  // A bin grows only for a thread that allocates from it (it refilled since its last flush).
-  if (step != 0 && use.refilled() && grown_bytes_ + step * size <= kBudgetBytes) {
+  // A bin grows only for a thread that allocates more of it than a batch (kGrowthRefills).
+  if (step != 0 && use.refills_unflushed >= kGrowthRefills &&
+      grown_bytes_ + step * size <= kBudgetBytes) {
     const unsigned limit = bin.limit() + step;
     void** own_room = grown_slots_ + kCacheSlotOffsets[size_class];
     if (bin.slots != own_room) {  // moves, to a packed room for the new limit or to its own
