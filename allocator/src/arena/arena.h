@@ -419,9 +419,10 @@ class Allocator<Config>::Arena {
   void give_back(Slab* slab, void* p, const char* call);
   // Requires: lock_ held; n >= 1 and regions[0] in slab's pages. Gives back the regions at
   // the start of `regions` that lie in slab (the first always; a misuse among them is
-  // reported); returns how many.
-  [[gnu::hot]] unsigned give_back_run(Slab* slab, void* const* regions, unsigned n,
-                                      const char* call);
+  // reported); returns how many. Out of line and never cloned: one copy in the hot text,
+  // whose room is counted (tests/dropin/hot_text.sh).
+  [[gnu::hot, gnu::noinline, gnu::noclone]] unsigned give_back_run(Slab* slab, void* const* regions,
+                                                                   unsigned n, const char* call);
   void unstash_all();
   [[gnu::hot]] void free_large_locked(void* p, PageCount pages, const char* call);
   // Requires: lock_ held. A cached large block of `pages` pages, allocated; else nullptr,

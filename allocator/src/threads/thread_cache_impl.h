@@ -213,8 +213,13 @@ void Allocator<Config>::ThreadCache::send_home(unsigned size_class) {
 
 template <class Config>
 void Allocator<Config>::ThreadCache::own(void* const* regions, unsigned n) {
+  // A refill's regions come a slab at a time in address order: those of one granule (up to 32
+  // of the smallest classes) one after another, its bit set once.
+  std::uintptr_t last = ~std::uintptr_t{0};
   for (unsigned i = 0; i < n; ++i) {
     const std::uintptr_t granule = reinterpret_cast<std::uintptr_t>(regions[i]) >> kLgOwnedGranule;
+    if (granule == last) continue;
+    last = granule;
     const std::uint64_t bit = std::uint64_t{1} << (granule % 64);
     const std::size_t word = (granule / 64) % kOwnedWords;
     owned_[word] |= bit;
