@@ -14,7 +14,8 @@ packages=(
   libgtest-dev libgmock-dev                      # googletest
   libbenchmark-dev                               # Google Benchmark
   libfmt-dev                                     # fmt
-  libjemalloc-dev libmimalloc-dev                # peers in the benchmarks
+  libjemalloc-dev libmimalloc-dev                # peers in the benchmarks; jeprof (heap profiles)
+  graphviz                                       # jeprof --svg: the heap profiles' call graphs
   libgoogle-perftools-dev                        # tcmalloc, a peer
   python3 python3-matplotlib                     # the study's summary and figures
   coreutils binutils diffutils mawk              # the drop-in tests: sort, nm, cmp, awk

@@ -3,6 +3,7 @@
 // a program on the drop-in: tests/dropin/conf.sh.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 
 #include "support/options.h"
@@ -109,9 +110,49 @@ TEST_F(ConfParsing, AnUnknownKeyNamesTheKeys) {
   const std::string out = apply("stat_print:true");
   EXPECT_NE(out.find("unknown key in 'stat_print:true' ignored (the keys are decay_ms, checks, "
                      "stats_print, stats_file, deterministic, narenas, ncpus, thp, thp_budget, "
-                     "background_thread, populate)"),
+                     "background_thread, populate, prof, prof_active, prof_sample, "
+                     "lg_prof_sample, prof_prefix, prof_final)"),
             std::string::npos)
       << out;
+}
+
+// The heap profiler's options: each good value taken, each bad one warned about with what is
+// valid and the option left as it was. (prof itself is not switched on here: the heap of this
+// test program would start sampling.)
+TEST_F(ConfParsing, TheProfilersOptionsTakeTheirValuesAndNameWhatIsValid) {
+  auto& o = pagemalloc::options();
+  const long sample = o.prof_sample.load();
+  EXPECT_EQ(apply("prof_sample:4096,prof_active:false,prof_final:true,prof_prefix:/tmp/x"), "");
+  EXPECT_EQ(o.prof_sample.load(), 4096);
+  EXPECT_FALSE(o.prof_active.load());
+  EXPECT_TRUE(o.prof_final.load());
+  EXPECT_STREQ(o.prof_prefix, "/tmp/x");
+  EXPECT_EQ(apply("lg_prof_sample:12"), "");
+  EXPECT_EQ(o.prof_sample.load(), 4096);
+  const struct {
+    const char* entry;
+    const char* valid;
+  } bad[] = {
+      {"prof:maybe", "prof takes true, false, 1 or 0"},
+      {"prof_active:on", "prof_active takes true, false, 1 or 0"},
+      {"prof_sample:0", "prof_sample takes bytes, 1 or more"},
+      {"prof_sample:12k", "prof_sample takes bytes, 1 or more"},
+      {"lg_prof_sample:63", "lg_prof_sample takes 0 to 62"},
+      {"prof_prefix:", "prof_prefix takes a path of 1 to 255 bytes"},
+  };
+  for (const auto& b : bad) {
+    const std::string out = apply(b.entry);
+    EXPECT_NE(out.find(std::string("bad value in '") + b.entry + "' ignored (" + b.valid + ")"),
+              std::string::npos)
+        << out;
+  }
+  EXPECT_EQ(o.prof_sample.load(), 4096);
+  EXPECT_FALSE(o.prof.load());
+  EXPECT_STREQ(o.prof_prefix, "/tmp/x");
+  o.prof_sample = sample;
+  o.prof_active = true;
+  o.prof_final = false;
+  std::strcpy(o.prof_prefix, "pagemalloc");
 }
 
 TEST_F(ConfParsing, AnEntryWithoutAColonSaysHowEntriesLook) {

@@ -205,9 +205,19 @@ void pm_purge(void);
  * "background_thread" (int: 1 starts a thread that returns free pages after the decay while
  * the program is idle, 0 stops it), "populate" (int: 1, the default, faults in fresh pages that
  * will be touched, slabs of small regions and realloc's copies, with one call each),
- * "narenas" (read only: how many automatic arenas the threads are spread over; EPERM when set).
+ * "narenas" (read only: how many automatic arenas the threads are spread over; EPERM when set),
+ * "prof" (read only: 1 when PAGEMALLOC_CONF gave prof:true; EPERM when set), "prof.active"
+ * (int: 0 stops the heap profiler's sampling, 1 starts it again; each thread follows at its
+ * next allocation that misses its cache; ENOENT without prof:true), "prof.sample" (read only:
+ * the mean bytes between samples).
  * Returns 0, or EINVAL for an unknown name. */
 int pm_ctl(const char* name, long* old_value, const long* new_value);
+
+/* The heap profiler (PAGEMALLOC_CONF prof:true; docs/configuration.md): writes a profile of the
+ * sampled allocations, in the format jemalloc's profiler writes (jeprof reads it), to path, or
+ * with NULL to prof_prefix.PID.SEQ.m.heap. Returns 0, ENOENT without prof:true, or the errno of
+ * the file's creation or writing. */
+int pm_prof_dump(const char* path);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 
 #include "api/pm_api.h"
 #include "process/decay.h"
+#include "profile/heap_profiler.h"
 #include "support/options.h"
 
 using pagemalloc::heap;
@@ -48,6 +49,11 @@ int pm_arena_stats_get(unsigned arena, pm_arena_stats* out) {
 }
 void pm_stats_get(pm_stats* out) { Api::stats_get(out); }
 void pm_purge(void) { Api::purge(); }
+
+int pm_prof_dump(const char* path) {
+  pagemalloc::load_conf_from_environment();
+  return pagemalloc::HeapProfiler::dump(path);
+}
 
 int pm_ctl(const char* name, long* old_value, const long* new_value) {
   pagemalloc::load_conf_from_environment();
@@ -98,6 +104,22 @@ int pm_ctl(const char* name, long* old_value, const long* new_value) {
     if (new_value != nullptr) o.populate = *new_value != 0;
     return 0;
   }
+  if (key == "prof") {  // fixed at initialization
+    if (new_value != nullptr) return EPERM;
+    if (old_value != nullptr) *old_value = o.prof.load() ? 1 : 0;
+    return 0;
+  }
+  if (key == "prof.active") {  // heap_profiler.h
+    if (!o.prof.load()) return ENOENT;
+    if (old_value != nullptr) *old_value = o.prof_active.load() ? 1 : 0;
+    if (new_value != nullptr) o.prof_active = *new_value != 0;
+    return 0;
+  }
+  if (key == "prof.sample") {
+    if (new_value != nullptr) return EPERM;
+    if (old_value != nullptr) *old_value = o.prof_sample.load();
+    return 0;
+  }
   if (key == "narenas") {  // fixed at initialization
     if (new_value != nullptr) return EPERM;
     if (old_value != nullptr) *old_value = long(heap().automatic_arena_count());
@@ -113,4 +135,5 @@ int pm_ctl(const char* name, long* old_value, const long* new_value) {
 __attribute__((destructor)) static void print_stats_at_exit() {
   if (pagemalloc::options().stats_print.load(std::memory_order_relaxed))
     pagemalloc::print_stats_at_exit();
+  if (pagemalloc::HeapProfiler::enabled()) pagemalloc::HeapProfiler::dump_at_exit();
 }

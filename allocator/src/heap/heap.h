@@ -22,6 +22,7 @@
 #include "design/placement.h"
 #include "explicit/explicit_arenas.h"
 #include "huge/huge.h"
+#include "profile/heap_profiler.h"
 #include "support/deferred.h"
 #include "support/flags.h"
 #include "support/options.h"
@@ -153,11 +154,31 @@ class Allocator<Config>::Heap {
   };
   int find_source(unsigned index, Source& out);
   [[gnu::hot]] Block locate(const void* p, const char* call);
-  [[gnu::hot]] void* allocate_slow(std::size_t size, std::size_t align, bool zero);
+  [[gnu::hot, gnu::noinline]] void* allocate_slow(std::size_t size, std::size_t align, bool zero);
   // `will_write`: bytes from the start the caller writes at once (a move's copy); those of a
   // large or huge block that read zero are populated first (populate.h).
   [[gnu::hot]] void* allocate_from(const Source& source, std::size_t size, std::size_t align,
                                    bool zero, std::size_t will_write = 0);
+  // The heap profiler's part (profile/heap_profiler.h), with prof:true: whether this allocation
+  // is sampled (the thread's fast path routed as profiling now asks); the sampled block, a
+  // small one served as a run of pages (from the arena or huge manager directly: no thread's
+  // bins).
+  [[gnu::noinline]] static bool take_profiled(const Source& source, std::size_t usable);
+  // allocate's path past its fast path with prof:true: a small block from the thread's cache,
+  // the countdown taken on the way (what the fast path does for a thread that is not
+  // profiled); anything else as allocate_slow.
+  [[gnu::noinline]] void* allocate_profiled(std::size_t size, std::size_t align, bool zero);
+  // Its parts past a hit in the cache: a refill (where the thread follows prof_active), a
+  // sampled small block.
+  [[gnu::noinline]] static void* refill_profiled(ThreadCache& cache, unsigned size_class);
+  [[gnu::noinline]] void* allocate_sampled_small(std::size_t size, std::size_t align);
+  // A small block whose countdown must be decided (sampling.h's take).
+  [[gnu::noinline]] void* allocate_deciding(std::size_t size, std::size_t align);
+  [[gnu::noinline]] void* allocate_sampled(const Source& source, const Placement& where,
+                                           std::size_t size, std::size_t align, bool zero);
+  // deallocate_slow's large block with prof:true: its sample forgotten, then freed (into the
+  // medium bins only while the thread is not profiled).
+  [[gnu::noinline]] void free_large_profiled(Arena& owner, PageEntry e, void* p, const char* call);
   [[gnu::hot]] void* allocate_small(unsigned size_class);
   [[gnu::hot]] void* move(void* p, const Block& old, std::size_t size, std::size_t align, bool zero,
                           unsigned arena, const char* call);
@@ -284,6 +305,8 @@ inline void* Allocator<Config>::Heap::allocate(std::size_t size, std::size_t ali
         return p;
     }
   }
+  if (HeapProfiler::enabled()) [[unlikely]]
+    return allocate_profiled(size, align, zero);
   return allocate_slow(size, align, zero);  // refills an empty bin, among the rest
 }
 
@@ -292,13 +315,13 @@ inline void* Allocator<Config>::Heap::allocate_zeroed(std::size_t size) {
   if (size <= kMaxSmallSize) [[likely]] {
     if (ThreadCache* cache = ThreadCache::current()) [[likely]] {
       const unsigned size_class = size_class_of(size);
-      if (void* p = cache->pop(size_class)) [[likely]] {
+      if (void* p = ThreadCache::pop_cached_here(size_class)) [[likely]] {
         std::memset(p, 0, kSizeClasses[size_class].size);
         return p;
       }
     }
   }
-  return allocate_slow(size, 1, true);
+  return allocate_slow(size, 1, true);  // refills an empty bin, among the rest
 }
 
 // The fast paths' test of a block to free or resize: p lies in a slab page of the calling
@@ -402,7 +425,9 @@ inline void* Allocator<Config>::Heap::reallocate_small(void* p, std::size_t size
     if (starts_region(p, e, old)) [[likely]] {
       const unsigned new_class = size_class_of(size);
       if (new_class == old_class) return p;
-      if (void* q = cache->pop(new_class)) [[likely]] {
+      // (From the fast path's bins, which a profiled thread finds empty: an empty bin is
+      // refilled by reallocate's allocation.)
+      if (void* q = ThreadCache::pop_cached_here(new_class)) [[likely]] {
         const std::size_t keep = size < old.size ? size : old.size;
         std::memcpy(q, p, keep);
         *static_cast<std::uintptr_t*>(p) = ThreadCache::freed_key();

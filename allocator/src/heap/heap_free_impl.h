@@ -19,6 +19,7 @@
 #include "pagemalloc/pagemalloc.h"
 #include "process/decay.h"
 #include "process/fork.h"
+#include "profile/heap_profiler.h"
 #include "support/diagnostics.h"
 #include "support/options.h"
 #include "threads/thread_cache.h"
@@ -141,6 +142,8 @@ void Allocator<Config>::Heap::validate_free(const void* p) {
 template <class Config>
 void Allocator<Config>::Heap::deallocate_remembered(void* p, PageEntry e,
                                                     const char* call) noexcept {
+  if (HeapProfiler::enabled()) [[unlikely]]
+    return deallocate_slow(p, call);  // (which asks the profiler)
   if constexpr (MediumClasses::kEnabled && !Config::kAllocatedRunsTree) {
     if (e.kind() == PageKind::Large && heap_detail::is_aligned(p, kPageSize)) {
       const unsigned medium_class = MediumClasses::class_of_length(e.pages().value());
@@ -184,6 +187,8 @@ void Allocator<Config>::Heap::deallocate_slow(void* p, const char* call) noexcep
       Arena& owner = *AddressMap::owner_of<Arena>(entry);
       const PageEntry e = page_entry(chunk, page_index_of(p));
       if (e.kind() == PageKind::Large && heap_detail::is_aligned(p, kPageSize)) {
+        if (HeapProfiler::enabled()) [[unlikely]]
+          return free_large_profiled(owner, e, p, call);
         if (push_medium(owner, e, p)) return;
         return owner.free_large(p, e.pages(), call);
       }
@@ -192,6 +197,14 @@ void Allocator<Config>::Heap::deallocate_slow(void* p, const char* call) noexcep
     }
   }
   deallocate_unusual(p, call);
+}
+
+template <class Config>
+void Allocator<Config>::Heap::free_large_profiled(Arena& owner, PageEntry e, void* p,
+                                                  const char* call) {
+  HeapProfiler::forget(p);
+  if (ThreadCache::fast_path_has_bins() && push_medium(owner, e, p)) return;
+  owner.free_large(p, e.pages(), call);
 }
 
 // A large block of `owner` whose first entry is e into the calling thread's medium bins: only
@@ -214,6 +227,8 @@ void Allocator<Config>::Heap::deallocate_unusual(void* p, const char* call) {
   if (is_chunk_aligned(p)) {
     HugeManager* owner = HugeManager::owner_of(p);
     if (owner == nullptr) report_misuse(call, p, "not allocated by pagemalloc");
+    if (HeapProfiler::enabled()) [[unlikely]]
+      HeapProfiler::forget(p);
     return owner->free(p, call);
   }
   std::byte* chunk = chunk_base_of(p);
@@ -254,7 +269,10 @@ void Allocator<Config>::Heap::deallocate_sized_checked(void* p, std::size_t size
     return space->free(p, call);
   }
   Block b = locate(p, call);
-  if (place(size, align).usable != b.usable) report_size_mismatch(call, p, size, b.usable);
+  // (A sampled small block is a run of pages: heap_profiler.h.)
+  if (place(size, align).usable != b.usable &&
+      !(HeapProfiler::enabled() && HeapProfiler::is_sampled(p)))
+    report_size_mismatch(call, p, size, b.usable);
   deallocate(p, call);
 }
 

@@ -18,6 +18,7 @@
 #include "pagemalloc/pagemalloc.h"
 #include "process/decay.h"
 #include "process/fork.h"
+#include "profile/heap_profiler.h"
 #include "support/diagnostics.h"
 #include "support/options.h"
 #include "threads/thread_cache.h"
@@ -68,6 +69,8 @@ void* Allocator<Config>::Heap::reallocate(void* p, std::size_t size, std::size_t
             arena == kNoArena || (find_source(arena, named) == 0 && named.huge == old.huge);
         if (align <= kChunkSize && stays) {
           if (void* q = old.huge->remap(p, size)) {
+            if (HeapProfiler::enabled()) [[unlikely]]
+              HeapProfiler::moved(p, q);
             bytes = static_cast<std::byte*>(q);
             zero_grown(want.usable);
             return q;

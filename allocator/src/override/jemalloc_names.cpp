@@ -30,8 +30,19 @@
 //   arena.<i>.purge, arena.<i>.decay  every arena's free pages back to the OS (pm_purge;
 //                                     jemalloc purges arena i only)
 //   thread.tcache.flush  -            the calling thread's cache back to its arena
+//   opt.prof             bool         prof:true was given (the heap profiler,
+//                                     profile/heap_profiler.h)
+//   opt.prof_active, opt.prof_final  bool  the options as given
+//   opt.lg_prof_sample, prof.lg_sample  size_t  log2 of prof_sample (rounded down)
+//   opt.prof_prefix      const char*  prof_prefix
+//   prof.active          bool         read and write: whether allocations are sampled now;
+//                                     ENOENT without prof:true
+//   prof.dump            const char*  write: a profile to that path, or with NULL (or no
+//                                     value) to prof_prefix.PID.SEQ.m.heap; ENOENT without
+//                                     prof:true, EFAULT when the file cannot be written
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -46,6 +57,7 @@
 #include "pagemalloc/pagemalloc.h"
 #include "support/diagnostics.h"
 #include "support/flags.h"
+#include "support/options.h"
 #include "threads/thread_cache.h"
 
 using pagemalloc::decode_flags;
@@ -100,6 +112,50 @@ int stats_ctl(std::string_view what, void* oldp, std::size_t* oldlenp, const voi
   return read_only(value, oldp, oldlenp, newp, newlen);
 }
 
+// The heap profiler's names ("opt.prof..." and "prof.*"); ENOENT for any other.
+int prof_ctl(std::string_view name, void* oldp, std::size_t* oldlenp, void* newp,
+             std::size_t newlen) {
+  pagemalloc::load_conf_from_environment();  // (a call before the program's first malloc)
+  const pagemalloc::Options& o = pagemalloc::options();
+  const std::size_t lg_sample =
+      std::size_t(63 - std::countl_zero(std::uint64_t(o.prof_sample.load()) | 1));
+  if (name == "opt.prof") return read_only(o.prof.load(), oldp, oldlenp, newp, newlen);
+  if (name == "opt.prof_active")
+    return read_only(o.prof_active.load(), oldp, oldlenp, newp, newlen);
+  if (name == "opt.prof_final") return read_only(o.prof_final.load(), oldp, oldlenp, newp, newlen);
+  if (name == "opt.lg_prof_sample" || name == "prof.lg_sample")
+    return read_only(lg_sample, oldp, oldlenp, newp, newlen);
+  if (name == "opt.prof_prefix") {
+    const char* prefix = o.prof_prefix;
+    return read_only(prefix, oldp, oldlenp, newp, newlen);
+  }
+  if (name == "prof.active") {
+    if (!o.prof.load()) return ENOENT;
+    bool wanted = false;
+    if (newp != nullptr) {
+      if (newlen != sizeof(bool)) return EINVAL;
+      std::memcpy(&wanted, newp, sizeof(bool));
+    }
+    if (const int error = read_value(o.prof_active.load(), oldp, oldlenp)) return error;
+    if (newp != nullptr) {
+      const long value = wanted ? 1 : 0;
+      pm_ctl("prof.active", nullptr, &value);
+    }
+    return 0;
+  }
+  if (name == "prof.dump") {
+    if (oldp != nullptr) return EPERM;
+    const char* path = nullptr;
+    if (newp != nullptr) {
+      if (newlen != sizeof(const char*)) return EINVAL;
+      std::memcpy(&path, newp, sizeof(const char*));
+    }
+    if (!o.prof.load()) return ENOENT;
+    return pm_prof_dump(path) == 0 ? 0 : EFAULT;
+  }
+  return ENOENT;
+}
+
 // "arena.<i>.<action>"; ENOENT for any other form or action.
 int arena_ctl(std::string_view rest, const void* oldp, const void* newp) {
   const auto dot = rest.find('.');
@@ -141,6 +197,8 @@ int ctl(std::string_view name, void* oldp, std::size_t* oldlenp, void* newp, std
     return read_value(index, oldp, oldlenp);
   }
   if (name.starts_with("arena.")) return arena_ctl(name.substr(6), oldp, newp);
+  if (name.starts_with("opt.prof") || name == "opt.lg_prof_sample" || name.starts_with("prof."))
+    return prof_ctl(name, oldp, oldlenp, newp, newlen);
   if (name == "thread.tcache.flush") {
     if (!is_pure_action(oldp, newp)) return EPERM;
     if (pagemalloc::ThreadCache* cache = pagemalloc::ThreadCache::current()) cache->flush_all();

@@ -28,6 +28,7 @@
 
 #include "heap/heap.h"
 #include "process/decay.h"
+#include "profile/heap_profiler.h"
 #include "support/diagnostics.h"
 #include "support/lock.h"
 #include "threads/thread_cache.h"
@@ -97,6 +98,7 @@ void Allocator<Config>::Fork::install_handlers() {
 
 template <class Config>
 void Allocator<Config>::Heap::lock_for_fork() {
+  HeapProfiler::lock_for_fork();  // (a leaf: never held while another lock is taken)
   explicit_.lock_for_fork();
   automatic_.lock_for_fork();
   huge().lock_for_fork();
@@ -109,6 +111,7 @@ void Allocator<Config>::Heap::unlock_after_fork_in_parent() {
   huge().unlock_after_fork();
   automatic_.unlock_after_fork();
   explicit_.unlock_after_fork();
+  HeapProfiler::unlock_after_fork();
 }
 
 template <class Config>
@@ -119,6 +122,7 @@ void Allocator<Config>::Heap::reset_after_fork_in_child() {
   automatic_.reset_in_child();
   automatic_.unlock_after_fork();
   explicit_.unlock_after_fork();
+  HeapProfiler::unlock_after_fork();
 }
 
 }  // namespace pagemalloc

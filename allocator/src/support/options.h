@@ -31,6 +31,14 @@
 //                  limit; huge_page_budget.h)
 //   background_thread  a thread that advances the decay every so often, so that a program
 //                  that goes idle still returns its free pages (default false; decay.h)
+//   prof           the heap profiler (profile/heap_profiler.h): false (the default) or true;
+//                  read once, at the start
+//   prof_active    whether allocations are sampled now (default true; pm_ctl "prof.active")
+//   prof_sample    the mean bytes allocated between two samples (default 524288, as
+//                  jemalloc's lg_prof_sample:19); lg_prof_sample:N sets it to 2^N
+//   prof_prefix    the start of the profiles' file names (default "pagemalloc": profiles are
+//                  pagemalloc.PID.SEQ.KIND.heap)
+//   prof_final     write a profile at exit (KIND f; default false)
 //   populate       fault in fresh pages that will be touched with one call instead of a
 //                  fault per page at first touch: a slab of regions up to a page, once the
 //                  arena's slabs hold 8 MiB, and the pages a realloc's copy fills (default
@@ -63,6 +71,8 @@ inline constexpr long kMaxNarenas = 256;
 inline constexpr long kMaxNcpus = 4096;
 // The longest stats_file path, with its terminating zero (kept in Options: no allocation).
 inline constexpr std::size_t kStatsFileCapacity = 256;
+// The longest prof_prefix, with its terminating zero.
+inline constexpr std::size_t kProfPrefixCapacity = 256;
 
 struct Options {
   std::atomic<long> decay_ms{10000};
@@ -77,6 +87,11 @@ struct Options {
   std::atomic<long> thp_budget{64};              // 0: no limit
   std::atomic<bool> background_thread{false};
   std::atomic<bool> populate{true};
+  std::atomic<bool> prof{false};  // set only while reading the conf
+  std::atomic<bool> prof_active{true};
+  std::atomic<bool> prof_final{false};
+  std::atomic<long> prof_sample{524288};
+  char prof_prefix[kProfPrefixCapacity] = "pagemalloc";  // set only while reading the conf
 };
 
 inline constinit Options g_options;

@@ -371,6 +371,16 @@ class Allocator<Config>::ThreadCache {
   // kNoBins); the class's limit, the regions it holds, and where its stack lies now (the
   // record's bytes from the start of the packed area of initial limits).
   static bool fast_path_has_bins() { return t_.bins != kNoBins; }
+  // The heap profiler's routing (profile/heap_profiler.h): profiled, the calling thread's
+  // malloc fast path finds every bin empty, and its medium bins are given back (free keeps
+  // none while it is profiled), so that each of its allocations reaches the slow path; not
+  // profiled, its fast path reads its bins again. Requires: no lock held.
+  static void route_fast_path(bool profiled) {
+    ThreadCache* cache = t_.cache;
+    if (cache == nullptr || profiled == (t_.bins == kNoBins)) return;
+    t_.bins = profiled ? kNoBins : cache->bins_;
+    if (profiled) cache->flush_medium();
+  }
   [[nodiscard]] unsigned limit(unsigned size_class) const { return bins_[size_class].limit(); }
   [[nodiscard]] unsigned cached(unsigned size_class) const { return bins_[size_class].count(); }
   [[nodiscard]] std::size_t stack_offset(unsigned size_class) const {

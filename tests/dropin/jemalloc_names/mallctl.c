@@ -1,7 +1,13 @@
 /* jemalloc's names in libpagemalloc_je.so, called as a jemalloc program calls them
  * (tests/dropin/jemalloc_names/mallctl.sh links this with the library). Prints "ok: ..." and
- * exits 0 when every check holds; names each failed check otherwise. */
+ * exits 0 when every check holds; names each failed check otherwise.
+ *
+ *   mallctl                  the names, the heap profiler's without prof:true
+ *   mallctl prof DIRECTORY   the heap profiler's names, run with PAGEMALLOC_CONF=prof:true,
+ *                            prof_sample:4096,prof_prefix:DIRECTORY/je: a service's dump through
+ *                            mallctl("prof.dump") */
 #include <pagemalloc/pagemalloc.h>
+#include <stdbool.h>
 
 #include <errno.h>
 #include <stdint.h>
@@ -46,7 +52,60 @@ static void collect(void* opaque, const char* text) {
   strncat(printed, text, sizeof printed - strlen(printed) - 1);
 }
 
-int main(void) {
+/* The heap profiler through jemalloc's names; profiling: PAGEMALLOC_CONF has prof:true. */
+static void check_profiler(bool profiling, const char* directory) {
+  bool on = false;
+  size_t length = sizeof on;
+  check(mallctl("opt.prof", &on, &length, NULL, 0) == 0 && on == profiling, "opt.prof");
+  if (!profiling) {
+    const char* path = "/nonexistent/je.heap";
+    check(mallctl("prof.dump", NULL, NULL, &path, sizeof path) == ENOENT,
+          "prof.dump without prof:true is ENOENT");
+    check(mallctl("prof.active", &on, &length, NULL, 0) == ENOENT,
+          "prof.active without prof:true is ENOENT");
+    return;
+  }
+  check(read_size("opt.lg_prof_sample") == 12 && read_size("prof.lg_sample") == 12,
+        "opt.lg_prof_sample and prof.lg_sample are 12 for prof_sample:4096");
+  const char* prefix = NULL;
+  length = sizeof prefix;
+  check(mallctl("opt.prof_prefix", &prefix, &length, NULL, 0) == 0 && prefix != NULL &&
+            strstr(prefix, "/je") != NULL,
+        "opt.prof_prefix");
+  bool off = false, was = false;
+  length = sizeof was;
+  check(mallctl("prof.active", &was, &length, &off, sizeof off) == 0 && was, "prof.active off");
+  length = sizeof was;
+  check(mallctl("prof.active", &was, &length, NULL, 0) == 0 && !was, "prof.active reads off");
+  bool again = true;
+  check(mallctl("prof.active", NULL, NULL, &again, sizeof again) == 0, "prof.active on");
+  void* blocks[2000];
+  for (int i = 0; i < 2000; ++i) blocks[i] = malloc(1000);
+  char path[512];
+  snprintf(path, sizeof path, "%s/named.heap", directory);
+  const char* named = path;
+  check(mallctl("prof.dump", NULL, NULL, &named, sizeof named) == 0, "prof.dump to a path");
+  FILE* f = fopen(path, "r");
+  char header[32] = "";
+  check(
+      f != NULL && fgets(header, sizeof header, f) != NULL && strcmp(header, "heap_v2/4096\n") == 0,
+      "prof.dump wrote a heap_v2 profile");
+  if (f != NULL) fclose(f);
+  check(mallctl("prof.dump", NULL, NULL, NULL, 0) == 0, "prof.dump to prof_prefix's name");
+  const char* nowhere = "/nonexistent/je.heap";
+  check(mallctl("prof.dump", NULL, NULL, &nowhere, sizeof nowhere) == EFAULT,
+        "prof.dump to a path that cannot be made is EFAULT");
+  for (int i = 0; i < 2000; ++i) free(blocks[i]);
+}
+
+int main(int argc, char** argv) {
+  if (argc == 3 && strcmp(argv[1], "prof") == 0) {
+    check_profiler(true, argv[2]);
+    if (failures != 0) return 1;
+    printf("ok: the heap profiler's mallctl names\n");
+    return 0;
+  }
+  check_profiler(false, NULL);
   /* version, epoch */
   const char* version = NULL;
   size_t length = sizeof version;

@@ -1,0 +1,157 @@
+// The heap profiler in a process that allocates through pm_malloc and friends (prof:true set at
+// run time through the configuration parser): samples are taken at the rate asked, every
+// sampled block is forgotten when it is freed (small ones served as runs of pages among them),
+// sampled blocks behave as any other (usable size, realloc's copy, sized frees with checks on,
+// calloc's zeroes), and threads that allocate and free while prof.active is switched on and
+// off and profiles are written leave no sample behind. Run under ThreadSanitizer too (label
+// threads).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pagemalloc/pagemalloc.h"
+#include "profile/heap_profiler.h"
+#include "support/options.h"
+
+namespace {
+
+using pagemalloc::HeapProfiler;
+
+constexpr long kRate = 4096;
+
+class HeapProfilerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    pagemalloc::apply_conf("prof:true,prof_sample:4096");
+    long on = 1;
+    ASSERT_EQ(pm_ctl("prof.active", nullptr, &on), 0);
+  }
+  static std::size_t live_samples() { return HeapProfiler::counts().live_samples; }
+};
+
+TEST_F(HeapProfilerTest, SamplesAtTheRateAskedAndForgetsWhatIsFreed) {
+  long rate = 0;
+  ASSERT_EQ(pm_ctl("prof.sample", &rate, nullptr), 0);
+  EXPECT_EQ(rate, kRate);
+  const std::size_t before = live_samples();
+  constexpr int kBlocks = 20000;
+  std::vector<void*> blocks;
+  for (int i = 0; i < kBlocks; ++i) {
+    blocks.push_back(pm_malloc(64));
+    ASSERT_NE(blocks.back(), nullptr);
+    std::memset(blocks.back(), 7, 64);
+  }
+  const double p = 1 - std::exp(-64.0 / kRate);
+  const double expected = kBlocks * p, sd = std::sqrt(kBlocks * p * (1 - p));
+  const double got = double(live_samples() - before);
+  EXPECT_NEAR(got, expected, 5 * sd);
+  for (void* b : blocks) {
+    for (int k = 0; k < 64; ++k) ASSERT_EQ(static_cast<unsigned char*>(b)[k], 7);
+    pm_free(b);
+  }
+  EXPECT_EQ(live_samples(), before);
+}
+
+TEST_F(HeapProfilerTest, SampledBlocksBehaveAsAnyOther) {
+  const std::size_t before = live_samples();
+  long checks_before = 0, on = 1;
+  ASSERT_EQ(pm_ctl("checks", &checks_before, &on), 0);  // sized frees checked
+  std::mt19937 rng(5);
+  std::vector<std::pair<char*, std::size_t>> blocks;
+  for (int i = 0; i < 20000; ++i) {
+    const std::size_t size = 1 + rng() % 3000;
+    char* p = static_cast<char*>(i % 3 == 0 ? pm_calloc(1, size) : pm_malloc(size));
+    ASSERT_NE(p, nullptr);
+    ASSERT_GE(pm_malloc_usable_size(p), size);
+    if (i % 3 == 0) {
+      for (std::size_t k = 0; k < size; ++k) ASSERT_EQ(p[k], 0) << size;
+    }
+    std::memset(p, int(size & 0xff), size);
+    blocks.emplace_back(p, size);
+  }
+  EXPECT_GT(live_samples(), before);
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    auto& [p, size] = blocks[i];
+    if (i % 2 == 0) {  // grown or shrunk by realloc: the first bytes stay
+      const std::size_t to = 1 + rng() % 5000;
+      char* q = static_cast<char*>(pm_realloc(p, to));
+      ASSERT_NE(q, nullptr);
+      for (std::size_t k = 0; k < std::min(size, to); ++k) ASSERT_EQ(q[k], char(size & 0xff));
+      p = q;
+      size = to;
+      std::memset(p, int(size & 0xff), size);
+    }
+  }
+  for (auto& [p, size] : blocks) pm_sdallocx(p, size, 0);
+  pm_ctl("checks", nullptr, &checks_before);
+  EXPECT_EQ(live_samples(), before);
+}
+
+TEST_F(HeapProfilerTest, ThreadsLeaveNoSampleWhileItIsSwitchedAndDumped) {
+  const std::size_t before = live_samples();
+  std::atomic<bool> done{false};
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < 4; ++t) {
+    threads.emplace_back([t] {
+      std::mt19937 rng(t + 1);
+      std::vector<void*> live(256, nullptr);
+      for (int i = 0; i < 60000; ++i) {
+        const unsigned slot = rng() % live.size();
+        pm_free(live[slot]);
+        const unsigned kind = rng() % 100;
+        const std::size_t size = kind < 90   ? 16 + rng() % 1000
+                                 : kind < 99 ? 70000 + rng() % 100000
+                                             : 3 << 20;
+        live[slot] = pm_malloc(size);
+        ASSERT_NE(live[slot], nullptr);
+        static_cast<char*>(live[slot])[0] = char(i);
+      }
+      for (void* p : live) pm_free(p);
+    });
+  }
+  std::thread switcher([&done] {
+    long on = 0;
+    for (int i = 0; !done.load(); ++i) {
+      on = i % 2;
+      pm_ctl("prof.active", nullptr, &on);
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    on = 1;
+    pm_ctl("prof.active", nullptr, &on);
+  });
+  const std::string path = "/tmp/pagemalloc-profile-test." + std::to_string(::getpid()) + ".heap";
+  for (int d = 0; d < 5; ++d) {
+    EXPECT_EQ(pm_prof_dump(path.c_str()), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (auto& t : threads) t.join();
+  done = true;
+  switcher.join();
+  EXPECT_EQ(live_samples(), before);
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char header[64] = {};
+  ASSERT_NE(std::fgets(header, sizeof(header), f), nullptr);
+  EXPECT_STREQ(header, "heap_v2/4096\n");
+  std::fclose(f);
+  std::remove(path.c_str());
+}
+
+TEST_F(HeapProfilerTest, ADumpToAPathThatCannotBeMadeSaysWhy) {
+  EXPECT_EQ(pm_prof_dump("/nonexistent-directory/profile.heap"), ENOENT);
+  EXPECT_EQ(pm_ctl("prof", nullptr, nullptr), 0);
+  long one = 1;
+  EXPECT_EQ(pm_ctl("prof", nullptr, &one), EPERM);
+  EXPECT_EQ(pm_ctl("prof.sample", nullptr, &one), EPERM);
+}
+
+}  // namespace
