@@ -65,8 +65,11 @@ void HeapProfiler::record(const void* p, std::size_t bytes) {
   t.sampling = was_sampling;
 }
 
+// A free or move made while the thread is inside the profiler (a signal handler's, which may
+// have interrupted it holding the lock) leaves the sample counted live rather than wait for
+// the lock the thread holds.
 void HeapProfiler::forget(const void* p) {
-  if (g_profiler.live.load(std::memory_order_relaxed) == 0) return;
+  if (g_profiler.live.load(std::memory_order_relaxed) == 0 || t_profile.busy) return;
   LockGuard guard(g_profiler.lock);
   LiveSample gone{};
   if (!g_profiler.samples.remove(reinterpret_cast<std::uintptr_t>(p), gone)) return;
@@ -76,7 +79,7 @@ void HeapProfiler::forget(const void* p) {
 }
 
 void HeapProfiler::moved(const void* p, const void* q) {
-  if (g_profiler.live.load(std::memory_order_relaxed) == 0) return;
+  if (g_profiler.live.load(std::memory_order_relaxed) == 0 || t_profile.busy) return;
   LockGuard guard(g_profiler.lock);
   LiveSample sample{};
   if (!g_profiler.samples.remove(reinterpret_cast<std::uintptr_t>(p), sample)) return;
@@ -91,7 +94,7 @@ void HeapProfiler::moved(const void* p, const void* q) {
 }
 
 bool HeapProfiler::is_sampled(const void* p) {
-  if (g_profiler.live.load(std::memory_order_relaxed) == 0) return false;
+  if (g_profiler.live.load(std::memory_order_relaxed) == 0 || t_profile.busy) return false;
   LockGuard guard(g_profiler.lock);
   return g_profiler.samples.contains(reinterpret_cast<std::uintptr_t>(p));
 }
