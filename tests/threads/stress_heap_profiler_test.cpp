@@ -61,6 +61,42 @@ TEST_F(HeapProfilerTest, SamplesAtTheRateAskedAndForgetsWhatIsFreed) {
   EXPECT_EQ(live_samples(), before);
 }
 
+// A block freed and asked for again at once never leaves the thread cache's fast path; it is
+// sampled as often as any other (the bins count their pops: ThreadCache::BinSampling).
+TEST_F(HeapProfilerTest, BlocksThatStayOnTheFastPathAreSampledAtTheRate) {
+  for (std::size_t size : {16, 64, 1024, 8192}) {
+    const std::uint64_t before = HeapProfiler::counts().taken;
+    constexpr int kPairs = 200000;
+    for (int i = 0; i < kPairs; ++i) {
+      void* volatile p = pm_malloc(size);
+      static_cast<char*>(p)[0] = 1;
+      pm_free(p);
+    }
+    const double p = 1 - std::exp(-double(size) / kRate);
+    const double sd = std::sqrt(kPairs * p * (1 - p));
+    EXPECT_NEAR(double(HeapProfiler::counts().taken - before), kPairs * p, 5 * sd + 2) << size;
+  }
+}
+
+// Which allocation of a class is sampled does not depend on when the cache refills: one block
+// in 64 allocated at one call (the first after each batch of 63 others) is sampled as often as
+// the others, where sampling at the refills would favour it.
+TEST_F(HeapProfilerTest, EveryAllocationOfAClassHasTheSameChance) {
+  constexpr int kRounds = 4000, kBatch = 64;
+  int sampled_first = 0, sampled_other = 0;
+  std::vector<void*> blocks(kBatch);
+  for (int r = 0; r < kRounds; ++r) {
+    for (int i = 0; i < kBatch; ++i) blocks[i] = pm_malloc(256);
+    sampled_first += HeapProfiler::is_sampled(blocks[0]) ? 1 : 0;
+    for (int i = 1; i < kBatch; ++i) sampled_other += HeapProfiler::is_sampled(blocks[i]) ? 1 : 0;
+    for (void* b : blocks) pm_free(b);
+  }
+  const double p = 1 - std::exp(-256.0 / kRate);
+  const double first = kRounds * p, other = kRounds * (kBatch - 1) * p;
+  EXPECT_NEAR(sampled_first, first, 5 * std::sqrt(first * (1 - p)) + 2);
+  EXPECT_NEAR(sampled_other, other, 5 * std::sqrt(other * (1 - p)) + 2);
+}
+
 TEST_F(HeapProfilerTest, SampledBlocksBehaveAsAnyOther) {
   const std::size_t before = live_samples();
   long checks_before = 0, on = 1;

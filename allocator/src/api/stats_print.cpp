@@ -15,8 +15,8 @@
 #include "heap/heap.h"
 #include "os/huge_page_budget.h"
 #include "pagemalloc/pagemalloc.h"
-#include "support/diagnostics.h"
 #include "profile/heap_profiler.h"
+#include "support/diagnostics.h"
 #include "support/options.h"
 
 namespace {

@@ -154,26 +154,21 @@ class Allocator<Config>::Heap {
   };
   int find_source(unsigned index, Source& out);
   [[gnu::hot]] Block locate(const void* p, const char* call);
-  [[gnu::hot, gnu::noinline]] void* allocate_slow(std::size_t size, std::size_t align, bool zero);
+  [[gnu::hot]] void* allocate_slow(std::size_t size, std::size_t align, bool zero);
   // `will_write`: bytes from the start the caller writes at once (a move's copy); those of a
   // large or huge block that read zero are populated first (populate.h).
   [[gnu::hot]] void* allocate_from(const Source& source, std::size_t size, std::size_t align,
                                    bool zero, std::size_t will_write = 0);
-  // The heap profiler's part (profile/heap_profiler.h), with prof:true: whether this allocation
-  // is sampled (the thread's fast path routed as profiling now asks); the sampled block, a
-  // small one served as a run of pages (from the arena or huge manager directly: no thread's
-  // bins).
+  // The heap profiler's part (profile/heap_profiler.h), with prof:true: a small block from the
+  // thread's cache, its class's countdown taken (ThreadCache::pop_sampling); whether a larger
+  // block is sampled (the thread's countdown of bytes); the
+  // sampled block, a small one served as a run of pages (from the arena or huge manager
+  // directly: no thread's bins).
+  // (kNotProfiled: allocate_from goes on as without the profiler.)
+  [[gnu::noinline]] void* allocate_profiled(const Source& source, const Placement& where,
+                                            std::size_t size, std::size_t align, bool zero);
+  static inline void* const kNotProfiled = reinterpret_cast<void*>(std::uintptr_t{1});
   [[gnu::noinline]] static bool take_profiled(const Source& source, std::size_t usable);
-  // allocate's path past its fast path with prof:true: a small block from the thread's cache,
-  // the countdown taken on the way (what the fast path does for a thread that is not
-  // profiled); anything else as allocate_slow.
-  [[gnu::noinline]] void* allocate_profiled(std::size_t size, std::size_t align, bool zero);
-  // Its parts past a hit in the cache: a refill (where the thread follows prof_active), a
-  // sampled small block.
-  [[gnu::noinline]] static void* refill_profiled(ThreadCache& cache, unsigned size_class);
-  [[gnu::noinline]] void* allocate_sampled_small(std::size_t size, std::size_t align);
-  // A small block whose countdown must be decided (sampling.h's take).
-  [[gnu::noinline]] void* allocate_deciding(std::size_t size, std::size_t align);
   [[gnu::noinline]] void* allocate_sampled(const Source& source, const Placement& where,
                                            std::size_t size, std::size_t align, bool zero);
   // deallocate_slow's large block with prof:true: its sample forgotten, then freed (into the
@@ -305,8 +300,6 @@ inline void* Allocator<Config>::Heap::allocate(std::size_t size, std::size_t ali
         return p;
     }
   }
-  if (HeapProfiler::enabled()) [[unlikely]]
-    return allocate_profiled(size, align, zero);
   return allocate_slow(size, align, zero);  // refills an empty bin, among the rest
 }
 

@@ -85,46 +85,6 @@ void* Allocator<Config>::Heap::allocate_slow(std::size_t size, std::size_t align
 }
 
 template <class Config>
-void* Allocator<Config>::Heap::allocate_profiled(std::size_t size, std::size_t align, bool zero) {
-  ThreadCache* cache = ThreadCache::current();  // (a thread with a cache: the heap is set up)
-  if (cache == nullptr || align > alignof(std::uint64_t) || zero || size - 1 >= kMaxSmallSize)
-    return allocate_slow(size, align, zero);  // (whose allocate_from takes the countdown)
-  const unsigned size_class = size_class_of(size);
-  if (HeapProfiler::must_decide(kSizeClasses[size_class].size)) [[unlikely]]
-    return allocate_deciding(size, align);
-  if (void* p = cache->pop_cached(size_class)) [[likely]]
-    return p;
-  return refill_profiled(*cache, size_class);
-}
-
-template <class Config>
-void* Allocator<Config>::Heap::allocate_deciding(std::size_t size, std::size_t align) {
-  const unsigned size_class = size_class_of(size);
-  if (HeapProfiler::take_sample(kSizeClasses[size_class].size))
-    return allocate_sampled_small(size, align);
-  ThreadCache& cache = *ThreadCache::current();
-  if (void* p = cache.pop_cached(size_class)) [[likely]]
-    return p;
-  return refill_profiled(cache, size_class);
-}
-
-template <class Config>
-void* Allocator<Config>::Heap::refill_profiled(ThreadCache& cache, unsigned size_class) {
-  // A thread that is not profiled yet arrives here too: its own bin was empty.
-  ThreadCache::route_fast_path(HeapProfiler::follow_active());
-  if (void* p = cache.pop(size_class)) [[likely]]
-    return p;
-  return heap_detail::out_of_memory();
-}
-
-template <class Config>
-void* Allocator<Config>::Heap::allocate_sampled_small(std::size_t size, std::size_t align) {
-  ThreadCache::route_fast_path(HeapProfiler::follow_active());
-  return allocate_sampled(Source{&automatic_.for_thread(), &huge(), true}, place(size, align), size,
-                          align, false);
-}
-
-template <class Config>
 void* Allocator<Config>::Heap::allocate_in(unsigned arena, std::size_t size, std::size_t align,
                                            bool zero) {
   if (ExplicitArena* e = explicit_.find(arena); e != nullptr && e->bump.enabled()) {
@@ -150,8 +110,7 @@ void* Allocator<Config>::Heap::allocate_from(const Source& source, std::size_t s
   if (size == 0) size = 1;  // the smallest block of its kind, as place() counts it
   const Placement where = place(size, align);
   if (HeapProfiler::enabled()) [[unlikely]] {
-    if (where.kind != BlockKind::Invalid && take_profiled(source, where.usable))
-      return allocate_sampled(source, where, size, align, zero);
+    if (void* p = allocate_profiled(source, where, size, align, zero); p != kNotProfiled) return p;
   }
   void* p = nullptr;
   bool zeroed = false;
@@ -179,10 +138,29 @@ void* Allocator<Config>::Heap::allocate_from(const Source& source, std::size_t s
 }
 
 template <class Config>
+void* Allocator<Config>::Heap::allocate_profiled(const Source& source, const Placement& where,
+                                                 std::size_t size, std::size_t align, bool zero) {
+  if (where.kind == BlockKind::Small && source.through_cache) {
+    bool sampled = false;
+    Arena& mine = *source.blocks;
+    ThreadCache* cache = ThreadCache::get(mine);
+    void* p = cache != nullptr ? cache->pop_sampling(where.size_class, sampled)
+                               : mine.alloc_small(where.size_class);
+    if (sampled) return allocate_sampled(source, where, size, align, zero);
+    if (p == nullptr) return heap_detail::out_of_memory();
+    if (zero) clear_block(p, where.usable);
+    return p;
+  }
+  if (where.kind != BlockKind::Invalid && take_profiled(source, where.usable))
+    return allocate_sampled(source, where, size, align, zero);
+  return kNotProfiled;
+}
+
+template <class Config>
 bool Allocator<Config>::Heap::take_profiled(const Source& source, std::size_t usable) {
   // Explicit arenas are not sampled: their resets free blocks the profiler never sees.
   if (!source.through_cache) return false;
-  ThreadCache::route_fast_path(HeapProfiler::follow_active());
+  ThreadCache::follow_profiling(HeapProfiler::follow_active());
   return HeapProfiler::take_sample(usable);
 }
 

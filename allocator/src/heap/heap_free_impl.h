@@ -203,7 +203,8 @@ template <class Config>
 void Allocator<Config>::Heap::free_large_profiled(Arena& owner, PageEntry e, void* p,
                                                   const char* call) {
   HeapProfiler::forget(p);
-  if (ThreadCache::fast_path_has_bins() && push_medium(owner, e, p)) return;
+  const ThreadCache* cache = ThreadCache::current();
+  if (cache != nullptr && !cache->profiled() && push_medium(owner, e, p)) return;
   owner.free_large(p, e.pages(), call);
 }
 

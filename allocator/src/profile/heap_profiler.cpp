@@ -25,6 +25,7 @@ struct ProfilerState {
   SampleTable samples;
   std::atomic<std::size_t> live{0};  // samples.size(), read without the lock
   std::atomic<std::uint64_t> dumps{0};
+  std::uint64_t taken = 0;
 };
 constinit ProfilerState g_profiler{};
 
@@ -57,6 +58,7 @@ void HeapProfiler::record(const void* p, std::size_t bytes) {
         stack->live_bytes += bytes;
         ++stack->total_count;
         stack->total_bytes += bytes;
+        ++g_profiler.taken;
         g_profiler.live.store(g_profiler.samples.size(), std::memory_order_relaxed);
       }
     }
@@ -164,7 +166,8 @@ HeapProfiler::Counts HeapProfiler::counts() {
   LockGuard guard(g_profiler.lock);
   return Counts{g_profiler.samples.size(), g_profiler.stacks.stacks(),
                 std::size_t(g_profiler.stacks.dropped()),
-                g_profiler.samples.mapped_bytes() + g_profiler.stacks.mapped_bytes()};
+                g_profiler.samples.mapped_bytes() + g_profiler.stacks.mapped_bytes(),
+                g_profiler.taken};
 }
 
 // Every heap's fork handlers call these (a program may assemble several heaps, each with its

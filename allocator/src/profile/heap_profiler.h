@@ -3,12 +3,15 @@
 // prof:true; then every thread's allocations are sampled, a sample every prof_sample bytes on
 // average (sampling.h), while prof_active (pm_ctl "prof.active") is on.
 //
-// How the fast paths stay as they are: with prof off nothing changes in them; with it on, a
-// thread's malloc fast path is given empty bins (ThreadCache::route_fast_path), so each of its
-// allocations reaches the heap's slow path, where the countdown decides. A sampled small block is
-// served as a run of its own pages, whose free never takes the small blocks' fast path: the slow
-// path that frees large and huge blocks asks the profiler whether the block was a sample. A
-// thread notices that prof_active changed at its next slow-path allocation.
+// How the fast paths stay as they are: with prof off nothing changes in them; with it on, they
+// still do exactly what they do, and the count of allocations to each class's next sample comes
+// from the thread cache's own fields (ThreadCache::BinSampling): a bin shows its fast path only
+// as many regions, and as many pushes to its tick, as keep the class's next sample on a slow
+// path, where ThreadCache::pop_sampling decides. Medium, large and huge blocks, whose
+// allocations take slow paths, count down the thread's bytes. A sampled small block is served
+// as a run of its own pages, whose free never takes the small blocks' fast path: the slow path
+// that frees large and huge blocks asks the profiler whether the block was a sample. A thread
+// notices that prof_active changed at its next allocation that takes a slow path.
 //
 // Its memory (stacks, live samples) is mapped from the OS, never allocated through the heap.
 // The profiler's own allocations (the unwinder's, none on Linux) are not sampled.
@@ -54,6 +57,11 @@ class HeapProfiler {
     ThreadProfile& t = t_profile;
     return t.sampling && t.countdown.must_decide(bytes);
   }
+  // A distance in bytes to the calling thread's next sampled byte, drawn anew.
+  static std::uint64_t draw_distance() {
+    return t_profile.countdown.draw_distance(
+        std::uint64_t(options().prof_sample.load(std::memory_order_relaxed)));
+  }
   // The calling thread takes up prof_active's value (at its allocations that miss its cache);
   // returns it.
   static bool follow_active() {
@@ -79,6 +87,7 @@ class HeapProfiler {
   // Live samples, stacks, and the bytes the profiler mapped.
   struct Counts {
     std::size_t live_samples, stacks, dropped_stacks, mapped_bytes;
+    std::uint64_t taken;  // samples since the start
   };
   static Counts counts();
 

@@ -49,6 +49,9 @@ class SampleCountdown {
     }
     return true;
   }
+  // A distance in bytes to a sampled byte, drawn anew (the thread cache's per-class
+  // countdowns take theirs from here).
+  std::uint64_t draw_distance(std::uint64_t mean) { return draw(mean); }
   // Starts over (a new mean, or after fork): the next take draws a distance.
   void reset() { left_ = 0; }
   [[nodiscard]] std::uint64_t left() const { return left_; }

@@ -262,6 +262,13 @@ class Allocator<Config>::ThreadCache {
 
   // Requires: p is a live region of size_class not yet in any cache.
   void push(unsigned size_class, void* p) { push_to(bins_ + std::size_t{size_class}, p); }
+
+  // A pop with prof:true that missed the fast path (heap_profiler.h; BinSampling below): the
+  // region; or nullptr with `sampled` set when this allocation is the class's next sample,
+  // which the caller serves elsewhere; nullptr with it clear when the arena has no memory.
+  [[gnu::noinline]] void* pop_sampling(unsigned size_class, bool& sampled);
+  // Whether the thread is profiled now (its medium bins keep nothing then).
+  [[nodiscard]] bool profiled() const { return profiled_; }
   // push for the region p of the slab page whose entry is e: the bin's address from the
   // entry's class byte (PageEntry::class_byte_times_16), the bias folded into the address's
   // constant (one lea) instead of subtracted from the class.
@@ -286,6 +293,8 @@ class Allocator<Config>::ThreadCache {
   // or lies in a granule the thread does not own. Among the bin's outgoing regions, never
   // handed out again by this thread. Out of line: the fast free path carries only its call.
   [[gnu::hot, gnu::noinline]] void push_foreign(unsigned size_class, void* p, bool other_arena);
+  [[gnu::hot, gnu::noinline]] void push_foreign_disarmed(unsigned size_class, void* p,
+                                                         bool other_arena);
   // The outgoing regions of the class back to their arenas, in one batch.
   [[gnu::hot]] void send_home(unsigned size_class);
   [[nodiscard]] unsigned outgoing(unsigned size_class) const {
@@ -371,14 +380,14 @@ class Allocator<Config>::ThreadCache {
   // kNoBins); the class's limit, the regions it holds, and where its stack lies now (the
   // record's bytes from the start of the packed area of initial limits).
   static bool fast_path_has_bins() { return t_.bins != kNoBins; }
-  // The heap profiler's routing (profile/heap_profiler.h): profiled, the calling thread's
-  // malloc fast path finds every bin empty, and its medium bins are given back (free keeps
-  // none while it is profiled), so that each of its allocations reaches the slow path; not
-  // profiled, its fast path reads its bins again. Requires: no lock held.
-  static void route_fast_path(bool profiled) {
+  // The heap profiler's state for the calling thread (profile/heap_profiler.h): profiled, its
+  // medium bins are given back and keep nothing (free sends medium blocks on to the arena), so
+  // that each medium allocation reaches the slow path that samples it; its small bins are
+  // sampled by pop_sampling. Requires: no lock held.
+  static void follow_profiling(bool profiled) {
     ThreadCache* cache = t_.cache;
-    if (cache == nullptr || profiled == (t_.bins == kNoBins)) return;
-    t_.bins = profiled ? kNoBins : cache->bins_;
+    if (cache == nullptr || cache->profiled_ == profiled) return;
+    cache->profiled_ = profiled;
     if (profiled) cache->flush_medium();
   }
   [[nodiscard]] unsigned limit(unsigned size_class) const { return bins_[size_class].limit(); }
@@ -432,6 +441,15 @@ class Allocator<Config>::ThreadCache {
       return tick;
     }
     void set_limit(std::uint32_t limit) { set(count(), limit); }
+    // The pushes' field (0 to kDecayTickBinPushes - 1), and its value set.
+    [[nodiscard]] std::uint32_t pushes() const {
+      return std::uint32_t(fill.load(std::memory_order_relaxed) >> kPushesShift);
+    }
+    void set_pushes(std::uint32_t pushes) {
+      const std::uint64_t rest =
+          fill.load(std::memory_order_relaxed) & ((std::uint64_t{1} << kPushesShift) - 1);
+      fill.store(rest | std::uint64_t{pushes} << kPushesShift, std::memory_order_relaxed);
+    }
   };
   static_assert(sizeof(CacheBin) == 16);
   static_assert(cache_capacity(0) <= CacheBin::kCountMask, "a limit fits its field");
@@ -447,7 +465,7 @@ class Allocator<Config>::ThreadCache {
     const bool tick = __builtin_add_overflow(fill, CacheBin::kPush, &next);
     bin->fill.store(next, std::memory_order_relaxed);
     if (tick) [[unlikely]]
-      on_decay_tick();
+      on_push_tick(bin);
   }
   // pop_cached on the bins `bins`.
   static void* pop_from(CacheBin* bins, unsigned size_class) {
@@ -484,6 +502,7 @@ class Allocator<Config>::ThreadCache {
   // A push that found the bin full: raises its limit if the budget allows, else flushes
   // half of it; then pushes. Takes the bin, not its class: the fast path keeps no copy of it.
   [[gnu::hot]] void push_overflowing(CacheBin* bin, void* p) noexcept;
+  [[gnu::hot, gnu::noinline]] void push_overflowing_disarmed(CacheBin* bin, void* p) noexcept;
   // Returns the n oldest regions to their arenas; returns the new count.
   [[gnu::hot]] std::uint32_t flush(unsigned size_class, unsigned n);
   // A decay tick of this cache (push_to): looks at the next kIdleBinsPerTick bins and flushes
@@ -491,6 +510,49 @@ class Allocator<Config>::ThreadCache {
   // decay. Out of line: the free path that inlines push_to carries one call for both.
   // Requires: no lock held.
   [[gnu::hot, gnu::noinline]] void on_decay_tick() noexcept;
+  // push_to's tick, of `bin` (nullptr: on_decay_tick's): the decay's tick, or while a bin is
+  // armed (below) on_sampled_tick's.
+  [[gnu::hot, gnu::noinline]] void on_push_tick(CacheBin* bin) noexcept;
+  // on_decay_tick while some bin is armed (below): an armed bin whose pushes' field carried out
+  // is at its slow event (disarmed, armed again); the decay ticks, with every bin disarmed for
+  // it, when a bin's own pushes reached kDecayTickBinPushes or no armed bin carried out.
+  [[gnu::noinline]] void on_sampled_tick() noexcept;
+  // The same for a tick of `bin`, armed or not.
+  [[gnu::noinline]] void on_sampled_tick(CacheBin* bin) noexcept;
+  [[gnu::always_inline]] inline void decay_tick_work() noexcept;  // on_decay_tick's work
+
+  // The heap profiler's sampling of small blocks (profile/heap_profiler.h): each class of a
+  // profiled thread counts down the allocations to its next sampled one (`left`, drawn from
+  // the thread's exponential distance in bytes over the class's size: every byte equally
+  // likely to be sampled). The fast paths stay as they are; the count comes from the bin's own
+  // fields. While a bin is armed, its fast path sees a window of its stack, the top `window`
+  // regions at most (the others lie below it, hidden), and its pushes' field is set so that it
+  // ticks after m pushes, with window + m <= left: whatever mix of pops and pushes follows, the
+  // bin reaches a slow path (a pop that finds the window empty, a push that finds no room, a
+  // tick) before its left-th pop. There the pops made since arming are known exactly (the
+  // window's count and the pushes since) and the bin is disarmed (its whole stack and its own
+  // pushes' field back), worked on, and armed again. pop_sampling, at a pop that missed the
+  // fast path, decides whether that allocation is the class's sample.
+  static constexpr std::uint32_t kArmedTickPushes = kDecayTickBinPushes - 1;
+  struct BinSampling {
+    std::uint32_t left = 0;    // allocations to the next sample, that one included; 0: none
+    std::uint32_t window = 0;  // the window's count when armed
+    std::atomic<std::uint32_t> hidden{0};  // regions below the window (read by statistics)
+    std::uint32_t real_pushes = 0;         // the pushes' field, as the decay counts it
+    std::uint32_t preset = 0;              // the pushes' field as armed
+    bool armed = false;
+    std::uint8_t place = 0;  // its place in armed_ while armed
+  };
+  // Undoes arm(c): the pops since are taken off `left`; tick_due when the bin's own pushes
+  // reached the decay's tick meanwhile.
+  [[gnu::noinline]] void disarm(unsigned size_class, bool& tick_due) noexcept;
+  // Arms bin c, drawing `left` if it has none.
+  [[gnu::noinline]] void arm(unsigned size_class) noexcept;
+  std::uint32_t draw_left(unsigned size_class) const;
+  // Around a slow path's work on bin c: disarmed before, armed after while profiled, then the
+  // decay's tick if its pushes reached it meanwhile (and `tick`).
+  template <class Work>
+  void with_bin_disarmed(unsigned size_class, Work work, bool tick = true) noexcept;
   static void return_to_owners(Arena* mine, void* const* regions, unsigned n);
   // The refill's regions' granules, owned from now on (owns).
   [[gnu::hot]] void own(void* const* regions, unsigned n);
@@ -562,6 +624,11 @@ class Allocator<Config>::ThreadCache {
   Medium medium_;
   std::uint64_t medium_looked_ms_ = 0;  // when on_decay_tick last looked at the medium bins
   std::uint64_t owned_rotated_ms_ = 0;  // when rotate_owned last ran
+  bool profiled_ = false;               // the heap profiler samples this thread's blocks
+  unsigned armed_bins_ = 0;             // bins armed now (BinSampling), listed in armed_
+  std::uint8_t armed_[kNumClasses] = {};
+  static_assert(kNumClasses <= 256, "a class fits armed_'s bytes");
+  BinSampling sampling_[kNumClasses];
 
  public:
   using OwnedFilter = std::array<std::uint64_t, kOwnedWords>;

@@ -13,6 +13,7 @@
 #include "chunks/meta_pool.h"
 #include "os/clock.h"
 #include "pagemap/intrusive_list.h"
+#include "profile/heap_profiler.h"
 #include "support/lock.h"
 
 namespace pagemalloc {
@@ -129,7 +130,10 @@ std::size_t Allocator<Config>::ThreadCache::bytes_cached_by_all() {
   std::size_t bytes = 0;
   for (ThreadCache* c = g_cache_registry<Config>.live; c != nullptr; c = c->next_) {
     for (unsigned k = 0; k < kNumClasses; ++k)
-      bytes += std::size_t(c->bins_[k].count() + c->uses_[k].outgoing()) * kSizeClasses[k].size;
+      bytes +=
+          std::size_t(c->bins_[k].count() + c->sampling_[k].hidden.load(std::memory_order_relaxed) +
+                      c->uses_[k].outgoing()) *
+          kSizeClasses[k].size;
     bytes += c->medium_.bytes_held();
   }
   return bytes;
@@ -168,9 +172,12 @@ void Allocator<Config>::ThreadCache::reset_after_fork_in_child() {
 template <class Config>
 bool Allocator<Config>::ThreadCache::holds(unsigned size_class, const void* p) const {
   const CacheBin& bin = bins_[size_class];
-  const std::uint32_t count = bin.count();
+  // (A sampled bin's hidden regions lie below its window: BinSampling.)
+  const std::uint32_t hidden = sampling_[size_class].hidden.load(std::memory_order_relaxed);
+  void* const* bottom = bin.slots - hidden;
+  const std::uint32_t count = bin.count() + hidden;
   for (std::uint32_t i = 0; i < count; ++i)
-    if (bin.slots[i] == p) return true;
+    if (bottom[i] == p) return true;
   const std::uint32_t limit = bin.limit();
   for (std::uint32_t i = limit; i < limit + uses_[size_class].outgoing(); ++i)
     if (bin.slots[i] == p) return true;
@@ -179,6 +186,15 @@ bool Allocator<Config>::ThreadCache::holds(unsigned size_class, const void* p) c
 
 template <class Config>
 void Allocator<Config>::ThreadCache::push_foreign(unsigned size_class, void* p, bool other_arena) {
+  if (sampling_[size_class].armed) [[unlikely]]
+    return with_bin_disarmed(size_class,
+                             [&] { push_foreign_disarmed(size_class, p, other_arena); });
+  push_foreign_disarmed(size_class, p, other_arena);
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::push_foreign_disarmed(unsigned size_class, void* p,
+                                                           bool other_arena) {
   CacheBin& bin = bins_[size_class];
   BinUse& use = uses_[size_class];
   if (use.outgoing() >= foreign_limit(size_class) || bin.count() == bin.limit())
@@ -280,6 +296,18 @@ void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
 
 template <class Config>
 void Allocator<Config>::ThreadCache::on_decay_tick() noexcept {
+  on_push_tick(nullptr);
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::on_push_tick(CacheBin* bin) noexcept {
+  if (armed_bins_ != 0) [[unlikely]]
+    return bin != nullptr ? on_sampled_tick(bin) : on_sampled_tick();
+  decay_tick_work();
+}
+
+template <class Config>
+inline void Allocator<Config>::ThreadCache::decay_tick_work() noexcept {
   for (unsigned i = 0; i < kIdleBinsPerTick; ++i) {
     const unsigned c = idle_next_;
     idle_next_ = c + 1 == kNumClasses ? 0 : c + 1;
@@ -305,6 +333,14 @@ void Allocator<Config>::ThreadCache::on_decay_tick() noexcept {
 
 template <class Config>
 void Allocator<Config>::ThreadCache::push_overflowing(CacheBin* full, void* p) noexcept {
+  const auto size_class = unsigned(full - bins_);
+  if (sampling_[size_class].armed) [[unlikely]]
+    return with_bin_disarmed(size_class, [&] { push_overflowing_disarmed(full, p); });
+  push_overflowing_disarmed(full, p);
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::push_overflowing_disarmed(CacheBin* full, void* p) noexcept {
   const auto size_class = unsigned(full - bins_);
   CacheBin& bin = *full;
   BinUse& use = uses_[size_class];
@@ -386,9 +422,13 @@ void Allocator<Config>::ThreadCache::return_to_owners(Arena* mine, void* const* 
 template <class Config>
 void Allocator<Config>::ThreadCache::flush_all() {
   for (unsigned c = 0; c < kNumClasses; ++c) {
+    bool tick_due = false;  // (a tick owed by an emptied bin is dropped)
+    if (sampling_[c].armed) [[unlikely]]
+      disarm(c, tick_due);
     send_home(c);
     const std::uint32_t count = bins_[c].count();
     if (count != 0) flush(c, count);
+    if (profiled_) arm(c);  // (an empty window: the bin's next pop takes the slow path)
   }
   flush_medium();
 }
@@ -425,6 +465,142 @@ void Allocator<Config>::ThreadCache::flush_medium() {
 template <class Config>
 void Allocator<Config>::ThreadCache::give_back_medium(void* const* blocks, unsigned n) {
   arena_->free_thread_cached(blocks, n);
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::on_sampled_tick(CacheBin* bin) noexcept {
+  const auto c = unsigned(bin - bins_);
+  if (!sampling_[c].armed) return on_sampled_tick();  // (the decay's own tick)
+  bool tick_due = false;
+  disarm(c, tick_due);
+  if (profiled_) arm(c);
+  if (tick_due) on_sampled_tick();
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::on_sampled_tick() noexcept {
+  bool armed_carried = false, tick_due = false;
+  for (unsigned i = 0; i < armed_bins_; ++i) {
+    // (An armed bin's field starts at its preset, 1 or more, and reads 0 only once it carried.)
+    const unsigned c = armed_[i];
+    if (bins_[c].pushes() != 0) continue;
+    armed_carried = true;
+    disarm(c, tick_due);  // (the last armed takes its place, looked at next; c goes last)
+    if (profiled_) arm(c);
+    --i;
+  }
+  if (armed_carried && !tick_due) return;
+  // The decay's tick works on the kIdleBinsPerTick bins from idle_next_ alone, and changes
+  // those it finds idle (a fill equal to the one it saw last): those are disarmed for it.
+  // (The others it only looks at; an armed bin's fill changes at each arming.)
+  unsigned looked[kIdleBinsPerTick];
+  unsigned disarmed = 0;
+  for (unsigned i = 0, c = idle_next_; i < kIdleBinsPerTick;
+       ++i, c = c + 1 == kNumClasses ? 0 : c + 1) {
+    if (!sampling_[c].armed || bins_[c].fill.load(std::memory_order_relaxed) != idle_seen_[c])
+      continue;
+    disarm(c, tick_due);
+    looked[disarmed++] = c;
+  }
+  decay_tick_work();
+  if (profiled_)
+    for (unsigned i = 0; i < disarmed; ++i) arm(looked[i]);
+}
+
+template <class Config>
+std::uint32_t Allocator<Config>::ThreadCache::draw_left(unsigned size_class) const {
+  const std::uint64_t bytes = HeapProfiler::draw_distance();
+  const std::uint64_t left = bytes / kSizeClasses[size_class].size + 1;
+  return left > 0xffff'ffffu ? 0xffff'ffffu : std::uint32_t(left);
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::arm(unsigned size_class) noexcept {
+  BinSampling& s = sampling_[size_class];
+  if (s.armed) return;
+  if (s.left == 0) s.left = draw_left(size_class);
+  CacheBin& bin = bins_[size_class];
+  const std::uint32_t regions = bin.count(), k = s.left;
+  const std::uint32_t window = regions < k / 2 ? regions : k / 2;
+  // m pushes to the tick, at least one: window + m <= k, and the decay's own tick no later.
+  // (While armed, the decay ticks every kArmedTickPushes pushes: the preset is never 0, which
+  // would not tell a field that carried from one that was set.)
+  const std::uint32_t real = bin.pushes();
+  const std::uint32_t to_tick = real < kArmedTickPushes ? kArmedTickPushes - real : 1;
+  std::uint32_t m = k - window;
+  if (m > to_tick) m = to_tick;
+  const std::uint32_t hidden = regions - window;
+  const std::uint32_t limit = bin.limit();
+  bin.slots += hidden;
+  bin.set(window, limit - hidden);
+  s.real_pushes = real;
+  s.preset = kDecayTickBinPushes - m;
+  bin.set_pushes(s.preset);
+  s.window = window;
+  s.hidden.store(hidden, std::memory_order_relaxed);
+  s.armed = true;
+  s.place = std::uint8_t(armed_bins_);
+  armed_[armed_bins_++] = std::uint8_t(size_class);
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::disarm(unsigned size_class, bool& tick_due) noexcept {
+  BinSampling& s = sampling_[size_class];
+  if (!s.armed) return;
+  CacheBin& bin = bins_[size_class];
+  const std::uint32_t count = bin.count();
+  const std::uint32_t pushes = (bin.pushes() - s.preset) & (kDecayTickBinPushes - 1);
+  const std::uint32_t pops = s.window + pushes - count;  // (arm's bound: pops < left)
+  s.left -= pops;
+  const std::uint32_t hidden = s.hidden.load(std::memory_order_relaxed);
+  const std::uint32_t limit = bin.limit() + hidden;
+  bin.slots -= hidden;
+  bin.set(count + hidden, limit);
+  const std::uint32_t total = s.real_pushes + pushes;
+  const bool due = total >= kArmedTickPushes;
+  tick_due |= due;
+  bin.set_pushes(due ? total - kArmedTickPushes : total);
+  s.hidden.store(0, std::memory_order_relaxed);
+  s.armed = false;
+  const unsigned last = armed_[--armed_bins_];
+  armed_[s.place] = std::uint8_t(last);
+  sampling_[last].place = s.place;
+}
+
+template <class Config>
+template <class Work>
+void Allocator<Config>::ThreadCache::with_bin_disarmed(unsigned size_class, Work work,
+                                                       bool tick) noexcept {
+  bool tick_due = false;
+  disarm(size_class, tick_due);
+  work();
+  if (profiled_) arm(size_class);
+  if (tick_due && tick) on_decay_tick();
+}
+
+template <class Config>
+void* Allocator<Config>::ThreadCache::pop_sampling(unsigned size_class, bool& sampled) {
+  follow_profiling(HeapProfiler::follow_active());
+  sampled = false;
+  bool tick_due = false;
+  disarm(size_class, tick_due);
+  void* p = nullptr;
+  BinSampling& s = sampling_[size_class];
+  if (profiled_) {
+    if (s.left == 0) s.left = draw_left(size_class);
+    if (s.left == 1) {
+      sampled = true;
+      s.left = draw_left(size_class);
+    } else {
+      --s.left;
+    }
+  } else {
+    s.left = 0;  // (a new countdown when the thread is profiled again)
+  }
+  if (!sampled) p = pop(size_class);
+  if (profiled_) arm(size_class);
+  if (tick_due) on_decay_tick();
+  return p;
 }
 
 }  // namespace pagemalloc
