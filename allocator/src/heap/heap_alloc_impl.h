@@ -144,8 +144,11 @@ void* Allocator<Config>::Heap::allocate_profiled(const Source& source, const Pla
     bool sampled = false;
     Arena& mine = *source.blocks;
     ThreadCache* cache = ThreadCache::get(mine);
-    void* p = cache != nullptr ? cache->pop_sampling(where.size_class, sampled)
-                               : mine.alloc_small(where.size_class);
+    // (A design without thread caches counts down the thread's bytes.)
+    if (cache == nullptr) sampled = take_profiled(source, where.usable);
+    void* p = sampled           ? nullptr
+              : cache != nullptr ? cache->pop_sampling(where.size_class, sampled)
+                                 : mine.alloc_small(where.size_class);
     if (sampled) return allocate_sampled(source, where, size, align, zero);
     if (p == nullptr) return heap_detail::out_of_memory();
     if (zero) clear_block(p, where.usable);
