@@ -36,7 +36,7 @@ TEST(StressArenaNeighbours, ArenasLendAndPurgeWhileTheirThreadsWork) {
   auto arenas = std::make_unique<pagemalloc::AutomaticArenas>();
   arenas->start(nullptr);
   arenas->configure(kThreads);
-  constexpr unsigned kMaxRounds = 8;
+  constexpr unsigned kMaxRounds = 32;
   std::atomic<std::size_t> lent{0};  // blocks a neighbour served
   // The threads start their waves together: one that ran all its waves before the others
   // started (a loaded machine) would find no neighbour to lend, or be lent nothing. Whether a
@@ -89,7 +89,8 @@ TEST(StressArenaNeighbours, ArenasLendAndPurgeWhileTheirThreadsWork) {
     });
   }
   for (auto& thread : threads) thread.join();
-  EXPECT_GT(lent.load(), 0u) << "no block was lent: the test did not exercise the lending";
+  EXPECT_GT(lent.load(), 0u) << "no block was lent in " << rounds
+                             << " rounds: the test did not exercise the lending";
   for (unsigned t = 0; t < kThreads; ++t) {
     Arena& arena = *arenas->at(t);
     EXPECT_EQ(arena.stats().allocated, 0u) << "arena " << t;

@@ -146,7 +146,7 @@ void* Allocator<Config>::Heap::allocate_profiled(const Source& source, const Pla
     ThreadCache* cache = ThreadCache::get(mine);
     // (A design without thread caches counts down the thread's bytes.)
     if (cache == nullptr) sampled = take_profiled(source, where.usable);
-    void* p = sampled           ? nullptr
+    void* p = sampled            ? nullptr
               : cache != nullptr ? cache->pop_sampling(where.size_class, sampled)
                                  : mine.alloc_small(where.size_class);
     if (sampled) return allocate_sampled(source, where, size, align, zero);

@@ -61,8 +61,9 @@ StackRecord* StackTable::find_or_add(const std::uintptr_t* pcs, unsigned depth) 
     const std::size_t mask = slots_.size() - 1;
     for (std::size_t i = hash & mask; slots_[i] != nullptr; i = (i + 1) & mask) {
       StackRecord* r = slots_[i];
+      // (no frames: nothing to compare, and pcs may be null)
       if (r->hash == hash && r->depth == depth &&
-          std::memcmp(r->pcs, pcs, sizeof(std::uintptr_t) * depth) == 0)
+          (depth == 0 || std::memcmp(r->pcs, pcs, sizeof(std::uintptr_t) * depth) == 0))
         return r;
     }
   }
