@@ -13,14 +13,18 @@
 # k s / p for k sampled blocks, whose standard deviation is s / p * sqrt(n p (1 - p)); the test
 # allows 4 of them, plus 0.5 % for the rounding of jeprof's scaling. Then: the profile at exit
 # (prof_final) under prof_prefix's name, --collapsed and --svg output, prof.active switched off
-# (no sample taken while off), a profile written by a forked child, and bad options.
+# (no sample taken while off), prof_leak's report at exit, prof_interval's profiles, profiles
+# written by forked children while threads allocate and another writes profiles, and bad
+# options.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/binding.bash"
 
 take_library_argument "$@"
 make_work_directory
 programs="$(dirname "${BASH_SOURCE[0]}")/programs"
-cc -O2 -g -pthread -o "$work/sites" "$programs/heap_profile_sites.c" -ldl
+# (-rdynamic: prof_leak's report names the sites from the dynamic symbol table.)
+cc -O2 -g -pthread -rdynamic -o "$work/sites" "$programs/heap_profile_sites.c" -ldl
+cc -O2 -g -pthread -o "$work/fork" "$programs/heap_profile_fork.c" -ldl
 for tool in jeprof python3; do
   command -v "$tool" >/dev/null || { echo "FAIL: $tool is not installed (bash tools/install-deps.sh)" >&2; exit 1; }
 done
@@ -108,8 +112,59 @@ grep -q 'pm_prof_dump: error 2$' "$work/off.err" && [ ! -e "$work/off.heap" ] ||
   { echo "FAIL: pm_prof_dump without prof:true: $(cat "$work/off.err")" >&2; exit 1; }
 echo "ok: pm_prof_dump without prof:true is ENOENT"
 
+# prof_leak: the live samples at exit on stderr, their total near what the program left live,
+# by stack, largest first, each site that left blocks named.
+LD_PRELOAD="$lib" PAGEMALLOC_CONF=prof:true,prof_leak:true,prof_sample:4096 \
+  "$work/sites" - >"$work/leak.truth" 2>"$work/leak.err"
+python3 - "$work/leak.truth" "$work/leak.err" <<'PY'
+import re, sys
+truth = sum(int(size) * int(live) for _, size, live, _ in (l.split() for l in open(sys.argv[1])))
+report = open(sys.argv[2]).read().splitlines()
+summary = [l for l in report if l.startswith("pagemalloc: prof_leak: about ")]
+if not summary:
+    sys.exit("FAIL: prof_leak wrote no report:\n" + "\n".join(report))
+got = int(re.match(r"pagemalloc: prof_leak: about (\d+) bytes", summary[0]).group(1))
+# The estimate of some 200 MiB live, most of it in huge blocks sampled with certainty: a few %.
+if abs(got - truth) > 0.05 * truth:
+    sys.exit(f"FAIL: prof_leak reports {got} bytes live, the program left {truth}")
+leaks = [(int(m.group(1)), i) for i, l in enumerate(report)
+         if (m := re.match(r"Leak of about (\d+) bytes in about \d+ blocks allocated from:", l))]
+if [b for b, _ in leaks] != sorted((b for b, _ in leaks), reverse=True):
+    sys.exit(f"FAIL: the leaks are not listed largest first: {[b for b, _ in leaks]}")
+named = {report[i + 1].split()[2].split("+")[0] for _, i in leaks if i + 1 < len(report)}
+missing = {"site_small", "site_thread", "site_medium", "site_huge", "site_grown", "site_zeroed"} - named
+if missing:
+    sys.exit(f"FAIL: prof_leak names no stack of {sorted(missing)}:\n" + "\n".join(report))
+print(f"ok: prof_leak reports {got} bytes live at exit (the program left {truth}), "
+      f"{len(leaks)} stacks largest first, each site named")
+PY
+
+# prof_interval: profiles as the live bytes grow (the program keeps some 200 MiB: many).
+LD_PRELOAD="$lib" PAGEMALLOC_CONF=prof:true,prof_interval:8388608,prof_sample:4096,prof_prefix:"$work/interval" \
+  "$work/sites" - >/dev/null
+intervals=$(ls "$work"/interval.*.i.heap 2>/dev/null | wc -l)
+[ "$intervals" -ge 3 ] || { echo "FAIL: prof_interval:8 MiB wrote $intervals profiles" >&2; exit 1; }
+last=$(ls -v "$work"/interval.*.i.heap | tail -n 1)
+jeprof --text --show_bytes "$work/sites" "$last" 2>/dev/null | grep -q ' site_huge$' ||
+  { echo "FAIL: the last interval profile does not name site_huge" >&2; exit 1; }
+echo "ok: prof_interval wrote $intervals profiles"
+
+# Profiles around fork: children forked while threads allocate and one writes profiles each
+# write their own, which jeprof reads; none hangs.
+mkdir -p "$work/forked"
+LD_PRELOAD="$lib" PAGEMALLOC_CONF=prof:true,prof_sample:4096 timeout 300 "$work/fork" "$work/forked" 50 ||
+  { echo "FAIL: profiles around fork (status $?)" >&2; exit 1; }
+for n in 0 49; do
+  head -n 1 "$work/forked/child.$n.heap" | grep -qx 'heap_v2/4096' ||
+    { echo "FAIL: child $n's profile is not heap_v2/4096" >&2; exit 1; }
+  jeprof --text --show_bytes "$work/fork" "$work/forked/child.$n.heap" 2>/dev/null | grep -q ' child$' ||
+    { echo "FAIL: child $n's profile does not name its allocations' site" >&2; exit 1; }
+done
+echo "ok: 50 children forked amid allocations and dumps wrote profiles jeprof reads"
+
 # Bad values: one warning each, naming the option, and the program runs on.
-for entry in prof:maybe prof_sample:0 prof_sample:-5 lg_prof_sample:63 prof_prefix: prof_final:2; do
+for entry in prof:maybe prof_sample:0 prof_sample:-5 lg_prof_sample:63 prof_prefix: prof_final:2 \
+  prof_leak:yes prof_interval:-1 prof_interval:8M; do
   LD_PRELOAD="$lib" PAGEMALLOC_CONF="prof:true,$entry" "$work/sites" "$work/bad.heap" \
     >/dev/null 2>"$work/bad.err" || { echo "FAIL: $entry stopped the program" >&2; exit 1; }
   key=${entry%%:*}

@@ -111,7 +111,7 @@ TEST_F(ConfParsing, AnUnknownKeyNamesTheKeys) {
   EXPECT_NE(out.find("unknown key in 'stat_print:true' ignored (the keys are decay_ms, checks, "
                      "stats_print, stats_file, deterministic, narenas, ncpus, thp, thp_budget, "
                      "background_thread, populate, prof, prof_active, prof_sample, "
-                     "lg_prof_sample, prof_prefix, prof_final)"),
+                     "lg_prof_sample, prof_prefix, prof_final, prof_interval, prof_leak)"),
             std::string::npos)
       << out;
 }
@@ -129,6 +129,9 @@ TEST_F(ConfParsing, TheProfilersOptionsTakeTheirValuesAndNameWhatIsValid) {
   EXPECT_STREQ(o.prof_prefix, "/tmp/x");
   EXPECT_EQ(apply("lg_prof_sample:12"), "");
   EXPECT_EQ(o.prof_sample.load(), 4096);
+  EXPECT_EQ(apply("prof_interval:1048576,prof_leak:true"), "");
+  EXPECT_EQ(o.prof_interval.load(), 1048576);
+  EXPECT_TRUE(o.prof_leak.load());
   const struct {
     const char* entry;
     const char* valid;
@@ -139,6 +142,9 @@ TEST_F(ConfParsing, TheProfilersOptionsTakeTheirValuesAndNameWhatIsValid) {
       {"prof_sample:12k", "prof_sample takes bytes, 1 or more"},
       {"lg_prof_sample:63", "lg_prof_sample takes 0 to 62"},
       {"prof_prefix:", "prof_prefix takes a path of 1 to 255 bytes"},
+      {"prof_interval:-1", "prof_interval takes bytes, or 0 for none"},
+      {"prof_interval:1G", "prof_interval takes bytes, or 0 for none"},
+      {"prof_leak:2", "prof_leak takes true, false, 1 or 0"},
   };
   for (const auto& b : bad) {
     const std::string out = apply(b.entry);
@@ -149,6 +155,10 @@ TEST_F(ConfParsing, TheProfilersOptionsTakeTheirValuesAndNameWhatIsValid) {
   EXPECT_EQ(o.prof_sample.load(), 4096);
   EXPECT_FALSE(o.prof.load());
   EXPECT_STREQ(o.prof_prefix, "/tmp/x");
+  EXPECT_EQ(o.prof_interval.load(), 1048576);
+  EXPECT_TRUE(o.prof_leak.load());
+  o.prof_interval = 0;
+  o.prof_leak = false;
   o.prof_sample = sample;
   o.prof_active = true;
   o.prof_final = false;

@@ -1,16 +1,22 @@
-// The heap profiler's parts, each against a model: the logarithm the sampling draws with, the
-// countdown's distribution (intervals of the mean asked for, each allocation sampled with
-// probability 1 - exp(-size / mean)), the table of live samples (a std::map beside it through
-// adds, removals and growths, with addresses chosen to collide) and the table of stacks (one
-// record per distinct stack, found again by its frames).
+// The heap profiler's parts, each against a model: the logarithm the sampling draws with and
+// the exponential its estimates scale by, the countdown's distribution (intervals of the mean asked
+// for, each allocation sampled with probability 1 - exp(-size / mean)), the table of live samples
+// (a std::map beside it through adds, removals and growths, with addresses chosen to collide) and
+// the table of stacks (one record per distinct stack, found again by its frames) and the leak
+// report (its totals and its stacks, largest first, read back from a file).
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "profile/leak_report.h"
 #include "profile/sample_table.h"
 #include "profile/sampling.h"
 #include "profile/stack_table.h"
@@ -26,6 +32,25 @@ using pagemalloc::StackTable;
 TEST(ProfilerSampling, NegativeLogMatchesTheLibrary) {
   for (double u : {1.0, 0.999999, 0.75, 0.5, 0.3, 0.1, 1e-3, 1e-9, 1.1e-16})
     EXPECT_NEAR(pagemalloc::negative_log(u), -std::log(u), 1e-7 * (1 - std::log(u))) << u;
+}
+
+TEST(ProfilerSampling, NegativeExpMatchesTheLibrary) {
+  for (double x : {0.0, 1e-12, 1e-4, 0.1, 0.5, 0.69314718, 1.0, 2.5, 10.0, 50.0, 300.0, 699.0})
+    EXPECT_NEAR(pagemalloc::negative_exp(x) / std::exp(-x), 1.0, 1e-12) << x;
+  EXPECT_EQ(pagemalloc::negative_exp(800), 0.0);
+}
+
+TEST(ProfilerSampling, ASampleStandsForTheBytesItsChanceImplies) {
+  constexpr std::uint64_t kMean = 4096;
+  for (std::size_t bytes : {1, 16, 100, 2048, 4096, 65536, 1 << 20}) {
+    const double r = double(bytes) / kMean;
+    const double expected = double(bytes) / -std::expm1(-r);
+    EXPECT_NEAR(pagemalloc::sample_weight(bytes, kMean) / expected, 1.0, 1e-12) << bytes;
+  }
+  EXPECT_EQ(pagemalloc::sample_weight(0, kMean), 0.0);
+  // Small blocks stand for about the mean, large ones for themselves.
+  EXPECT_NEAR(pagemalloc::sample_weight(1, kMean), double(kMean), 1.0);
+  EXPECT_NEAR(pagemalloc::sample_weight(1 << 20, kMean), double(1 << 20), 1e-6);
 }
 
 TEST(ProfilerSampling, IntervalsAverageTheMean) {
@@ -93,6 +118,35 @@ TEST(ProfilerSampleTable, FollowsAMapThroughAddsRemovalsAndGrowths) {
   EXPECT_FALSE(table.contains(16 * 7001));
 }
 
+TEST(ProfilerSampleTable, RemovesEveryMatchAndKeepsTheRestReachable) {
+  SampleTable table;
+  StackRecord stack{};
+  std::mt19937_64 rng(11);
+  std::map<std::uintptr_t, std::uint64_t> model;
+  // Clustered addresses: runs of entries that wrap around the table's end.
+  while (model.size() < 3000) {
+    const std::uintptr_t a = (rng() % 4000 + 1) * 16;
+    LiveSample replaced{};
+    bool found = false;
+    ASSERT_TRUE(table.add(LiveSample{a, &stack, a / 16}, replaced, found));
+    model[a] = a / 16;
+  }
+  std::size_t removed = 0;
+  table.remove_if([](const LiveSample& s) { return s.bytes % 3 == 0; },
+                  [&](const LiveSample& s) {
+                    EXPECT_EQ(s.bytes % 3, 0u);
+                    ++removed;
+                  });
+  std::size_t kept = 0;
+  for (const auto& [a, bytes] : model) {
+    const bool matched = bytes % 3 == 0;
+    EXPECT_EQ(table.contains(a), !matched) << a;
+    kept += matched ? 0 : 1;
+  }
+  EXPECT_EQ(removed + kept, model.size());
+  EXPECT_EQ(table.size(), kept);
+}
+
 TEST(ProfilerStackTable, KeepsEachStackOnce) {
   StackTable table;
   std::vector<std::vector<std::uintptr_t>> stacks;
@@ -120,6 +174,53 @@ TEST(ProfilerStackTable, KeepsEachStackOnce) {
   std::size_t visited = 0;
   table.for_each([&](const StackRecord&) { ++visited; });
   EXPECT_EQ(visited, stacks.size());
+}
+
+// The report of a table with three stacks holding live samples and one with none.
+TEST(ProfilerLeakReport, ListsTheLiveStacksLargestFirstWithTheirEstimates) {
+  StackTable table;
+  const std::uintptr_t small[] = {0x401000, 0x402000}, large[] = {0x403000},
+                       middle[] = {0x404000, 0x405000, 0x406000}, freed[] = {0x407000};
+  StackRecord* s = table.find_or_add(small, 2);
+  StackRecord* l = table.find_or_add(large, 1);
+  StackRecord* m = table.find_or_add(middle, 3);
+  StackRecord* f = table.find_or_add(freed, 1);
+  ASSERT_TRUE(s && l && m && f);
+  s->live_count = 4, s->live_bytes = 4 * 64;     // stands for about 4 * 4096 bytes
+  l->live_count = 1, l->live_bytes = 1 << 20;    // stands for itself
+  m->live_count = 2, m->live_bytes = 2 * 8192;   // stands for about 2 * 9474 bytes
+  f->total_count = 9, f->total_bytes = 9 * 100;  // nothing live
+  char path[] = "/tmp/pagemalloc-leak-report-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(pagemalloc::write_leak_report(fd, 4096, table));
+  ::close(fd);
+  std::FILE* in = std::fopen(path, "r");
+  ASSERT_NE(in, nullptr);
+  std::vector<std::string> lines;
+  char line[512];
+  while (std::fgets(line, sizeof(line), in) != nullptr) lines.emplace_back(line);
+  std::fclose(in);
+  std::remove(path);
+  ASSERT_EQ(lines.size(), 1u + 3 + (1 + 3 + 2));  // the summary, three headers, their frames
+  const double expected = 4 * pagemalloc::sample_weight(64, 4096) + double(1 << 20) +
+                          2 * pagemalloc::sample_weight(8192, 4096);
+  double bytes = 0, blocks = 0;
+  unsigned stacks = 0, samples = 0;
+  ASSERT_EQ(std::sscanf(lines[0].c_str(),
+                        "pagemalloc: prof_leak: about %lf bytes in %lf blocks live at exit, from "
+                        "%u call stacks (%u samples",
+                        &bytes, &blocks, &stacks, &samples),
+            4)
+      << lines[0];
+  EXPECT_NEAR(bytes, expected, 1.0);
+  EXPECT_EQ(stacks, 3u);
+  EXPECT_EQ(samples, 7u);
+  EXPECT_EQ(lines[1].rfind("Leak of about 1048576 bytes in about 1 blocks", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[2].find("@ 0x403000"), 4u) << lines[2];
+  EXPECT_EQ(lines[3].rfind("Leak of about 18948 bytes in about 2 blocks", 0), 0u) << lines[3];
+  EXPECT_EQ(lines[7].rfind("Leak of about 16512 bytes in about 258 blocks", 0), 0u) << lines[7];
+  EXPECT_EQ(lines[8].find("@ 0x401000"), 4u) << lines[8];
 }
 
 }  // namespace

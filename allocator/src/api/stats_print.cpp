@@ -106,15 +106,19 @@ std::size_t pagemalloc::format_stats(char* buffer, std::size_t capacity, bool js
   // With prof:true, the heap profiler's samples and the memory it mapped (heap_profiler.h).
   if (pagemalloc::HeapProfiler::enabled()) {
     const pagemalloc::HeapProfiler::Counts p = pagemalloc::HeapProfiler::counts();
-    auto prof = json ? fmt::format_to_n(buffer + used, capacity - used,
-                                        ", \"profile\": {{\"live_samples\": {}, \"stacks\": {}, "
-                                        "\"dropped_stacks\": {}, \"mapped\": {}}}",
-                                        p.live_samples, p.stacks, p.dropped_stacks, p.mapped_bytes)
-                     : fmt::format_to_n(buffer + used, capacity - used,
-                                        "  heap profile    {:>16} live samples\n"
-                                        "                  {:>16} stacks ({} dropped)\n"
-                                        "                  {:>16} bytes mapped for them\n",
-                                        p.live_samples, p.stacks, p.dropped_stacks, p.mapped_bytes);
+    auto prof =
+        json ? fmt::format_to_n(buffer + used, capacity - used,
+                                ", \"profile\": {{\"live_samples\": {}, \"live_estimate\": {}, "
+                                "\"stacks\": {}, \"dropped_stacks\": {}, \"mapped\": {}}}",
+                                p.live_samples, p.live_estimate, p.stacks, p.dropped_stacks,
+                                p.mapped_bytes)
+             : fmt::format_to_n(buffer + used, capacity - used,
+                                "  heap profile    {:>16} live samples\n"
+                                "                  {:>16} bytes they stand for\n"
+                                "                  {:>16} stacks ({} dropped)\n"
+                                "                  {:>16} bytes mapped for them\n",
+                                p.live_samples, p.live_estimate, p.stacks, p.dropped_stacks,
+                                p.mapped_bytes);
     used += std::min(prof.size, capacity - used);
   }
   // A build with counting (PAGEMALLOC_COUNTERS) adds what its run managers did.

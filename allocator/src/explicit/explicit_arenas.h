@@ -74,6 +74,7 @@ class Allocator<Config>::ExplicitArenas {
   // 0, or EINVAL when index names no live explicit arena.
   int reset(unsigned index);
   int destroy(unsigned index);
+  static void forget_samples(const ExplicitArena& a);
   int stats(unsigned index, pm_arena_stats& out);
 
   // Calls visit(ExplicitArena&) for every record, live or destroyed (statistics, purge).

@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <new>
 
+#include "chunks/address_map.h"
 #include "pagemalloc/pagemalloc.h"
+#include "profile/heap_profiler.h"
 
 namespace pagemalloc {
 
@@ -48,11 +50,33 @@ unsigned Allocator<Config>::ExplicitArenas::create(unsigned first, unsigned flag
   return index;
 }
 
+// The heap profiler's samples among the blocks of a: a reset frees them with no call each.
+template <class Config>
+void Allocator<Config>::ExplicitArenas::forget_samples(const ExplicitArena& a) {
+  if (!HeapProfiler::enabled()) [[likely]]
+    return;
+  HeapProfiler::forget_where(
+      [](std::uintptr_t address, const void* context) {
+        const auto& arena = *static_cast<const ExplicitArena*>(context);
+        const std::uintptr_t entry =
+            address_map().get(chunk_base_of(reinterpret_cast<const void*>(address)));
+        switch (AddressMap::tag_of(entry)) {
+          case AddressMap::kArenaChunk: return AddressMap::owner_of<Arena>(entry) == &arena.blocks;
+          case AddressMap::kBumpChunk: return AddressMap::owner_of<BumpSpace>(entry) == &arena.bump;
+          case AddressMap::kHuge:
+            return AddressMap::owner_of<HugeExtent>(entry)->owner == &arena.huge;
+          default: return false;
+        }
+      },
+      &a);
+}
+
 template <class Config>
 int Allocator<Config>::ExplicitArenas::reset(unsigned index) {
   LockGuard guard(lock_);
   ExplicitArena* a = find(index);
   if (a == nullptr) return EINVAL;
+  forget_samples(*a);
   if (a->bump.enabled()) {
     a->bump.reset();
     if (!a->ordinary_used.exchange(false, std::memory_order_acq_rel)) return 0;
@@ -67,6 +91,7 @@ int Allocator<Config>::ExplicitArenas::destroy(unsigned index) {
   LockGuard guard(lock_);
   ExplicitArena* a = find(index);
   if (a == nullptr) return EINVAL;
+  forget_samples(*a);
   a->live.store(false, std::memory_order_release);
   a->bump.release_all();
   a->blocks.reset();

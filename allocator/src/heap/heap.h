@@ -168,9 +168,12 @@ class Allocator<Config>::Heap {
   [[gnu::noinline]] void* allocate_profiled(const Source& source, const Placement& where,
                                             std::size_t size, std::size_t align, bool zero);
   static inline void* const kNotProfiled = reinterpret_cast<void*>(std::uintptr_t{1});
-  [[gnu::noinline]] static bool take_profiled(const Source& source, std::size_t usable);
+  [[gnu::noinline]] static bool take_profiled(std::size_t usable);
   [[gnu::noinline]] void* allocate_sampled(const Source& source, const Placement& where,
                                            std::size_t size, std::size_t align, bool zero);
+  // A block bumped in a bump arena through pm_mallocx, with prof:true: recorded if sampled
+  // (it stays where the bump put it; its free or its arena's reset forgets it).
+  [[gnu::noinline]] static void sample_bumped(void* p, std::size_t usable);
   // deallocate_slow's large block with prof:true: its sample forgotten, then freed (into the
   // medium bins only while the thread is not profiled).
   [[gnu::noinline]] void free_large_profiled(Arena& owner, PageEntry e, void* p, const char* call);

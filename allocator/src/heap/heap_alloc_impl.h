@@ -90,6 +90,8 @@ void* Allocator<Config>::Heap::allocate_in(unsigned arena, std::size_t size, std
   if (ExplicitArena* e = explicit_.find(arena); e != nullptr && e->bump.enabled()) {
     if (void* p = e->bump.allocate(size, align)) [[likely]] {
       if (zero) std::memset(p, 0, bump_usable(size));
+      if (HeapProfiler::enabled()) [[unlikely]]
+        sample_bumped(p, bump_usable(size));
       return p;
     }
     if (!e->ordinary_used.load(std::memory_order_relaxed))
@@ -145,7 +147,7 @@ void* Allocator<Config>::Heap::allocate_profiled(const Source& source, const Pla
     Arena& mine = *source.blocks;
     ThreadCache* cache = ThreadCache::get(mine);
     // (A design without thread caches counts down the thread's bytes.)
-    if (cache == nullptr) sampled = take_profiled(source, where.usable);
+    if (cache == nullptr) sampled = take_profiled(where.usable);
     void* p = sampled            ? nullptr
               : cache != nullptr ? cache->pop_sampling(where.size_class, sampled)
                                  : mine.alloc_small(where.size_class);
@@ -154,17 +156,21 @@ void* Allocator<Config>::Heap::allocate_profiled(const Source& source, const Pla
     if (zero) clear_block(p, where.usable);
     return p;
   }
-  if (where.kind != BlockKind::Invalid && take_profiled(source, where.usable))
+  if (where.kind != BlockKind::Invalid && take_profiled(where.usable))
     return allocate_sampled(source, where, size, align, zero);
   return kNotProfiled;
 }
 
 template <class Config>
-bool Allocator<Config>::Heap::take_profiled(const Source& source, std::size_t usable) {
-  // Explicit arenas are not sampled: their resets free blocks the profiler never sees.
-  if (!source.through_cache) return false;
+bool Allocator<Config>::Heap::take_profiled(std::size_t usable) {
   ThreadCache::follow_profiling(HeapProfiler::follow_active());
   return HeapProfiler::take_sample(usable);
+}
+
+template <class Config>
+void Allocator<Config>::Heap::sample_bumped(void* p, std::size_t usable) {
+  ThreadCache::follow_profiling(HeapProfiler::follow_active());
+  if (HeapProfiler::take_sample(usable)) HeapProfiler::record(p, usable);
 }
 
 template <class Config>
@@ -176,7 +182,7 @@ void* Allocator<Config>::Heap::allocate_sampled(const Source& source, const Plac
   void* p = where.kind == BlockKind::Huge
                 ? source.huge->alloc(size, align, zeroed)
                 : source.blocks->alloc_large(PageCount::covering(where.usable).value() * kPageSize,
-                                             align, zeroed, true);
+                                             align, zeroed, source.through_cache);
   if (p == nullptr) return heap_detail::out_of_memory();
   if (zero && !zeroed) clear_block(p, where.usable);
   HeapProfiler::record(p, where.usable);

@@ -235,7 +235,11 @@ void Allocator<Config>::Heap::deallocate_unusual(void* p, const char* call) {
   std::byte* chunk = chunk_base_of(p);
   const std::uintptr_t entry = address_map().get(chunk);
   const AddressMap::Tag tag = AddressMap::tag_of(entry);
-  if (tag == AddressMap::kBumpChunk) return AddressMap::owner_of<BumpSpace>(entry)->free(p, call);
+  if (tag == AddressMap::kBumpChunk) {
+    if (HeapProfiler::enabled()) [[unlikely]]
+      HeapProfiler::forget(p);
+    return AddressMap::owner_of<BumpSpace>(entry)->free(p, call);
+  }
   if (tag != AddressMap::kArenaChunk) [[unlikely]]
     report_misuse(
         call, p,

@@ -32,7 +32,7 @@
 //   thread.tcache.flush  -            the calling thread's cache back to its arena
 //   opt.prof             bool         prof:true was given (the heap profiler,
 //                                     profile/heap_profiler.h)
-//   opt.prof_active, opt.prof_final  bool  the options as given
+//   opt.prof_active, opt.prof_final, opt.prof_leak  bool  the options as given
 //   opt.lg_prof_sample, prof.lg_sample  size_t  log2 of prof_sample (rounded down)
 //   opt.prof_prefix      const char*  prof_prefix
 //   prof.active          bool         read and write: whether allocations are sampled now;
@@ -123,6 +123,7 @@ int prof_ctl(std::string_view name, void* oldp, std::size_t* oldlenp, void* newp
   if (name == "opt.prof_active")
     return read_only(o.prof_active.load(), oldp, oldlenp, newp, newlen);
   if (name == "opt.prof_final") return read_only(o.prof_final.load(), oldp, oldlenp, newp, newlen);
+  if (name == "opt.prof_leak") return read_only(o.prof_leak.load(), oldp, oldlenp, newp, newlen);
   if (name == "opt.lg_prof_sample" || name == "prof.lg_sample")
     return read_only(lg_sample, oldp, oldlenp, newp, newlen);
   if (name == "opt.prof_prefix") {

@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "profile/backtrace.h"
+#include "profile/leak_report.h"
 #include "profile/profile_writer.h"
 #include "profile/sample_table.h"
 #include "profile/sampling.h"
@@ -26,6 +27,10 @@ struct ProfilerState {
   std::atomic<std::size_t> live{0};  // samples.size(), read without the lock
   std::atomic<std::uint64_t> dumps{0};
   std::uint64_t taken = 0;
+  // The bytes the live samples stand for (sample_weight), and where prof_interval's next
+  // profile is due.
+  double live_estimate = 0;
+  double next_interval_profile = 0;
 };
 constinit ProfilerState g_profiler{};
 
@@ -33,6 +38,25 @@ std::uint64_t sample_mean() {
   const long mean = options().prof_sample.load(std::memory_order_relaxed);
   return mean < 1 ? 1 : std::uint64_t(mean);
 }
+
+// Requires: the lock held. A sample of `bytes` counted live (sign 1) or freed (-1).
+void count_live(std::size_t bytes, int sign) {
+  g_profiler.live_estimate += sign * sample_weight(bytes, sample_mean());
+  // (Rounding: never below nothing, and nothing once no sample is live.)
+  if (g_profiler.live_estimate < 0 || g_profiler.samples.size() == 0) g_profiler.live_estimate = 0;
+}
+
+// Requires: the lock held. Whether prof_interval's profile is due (then the next is set).
+bool interval_profile_due() {
+  const long interval = options().prof_interval.load(std::memory_order_relaxed);
+  if (interval <= 0) return false;
+  if (g_profiler.next_interval_profile == 0) g_profiler.next_interval_profile = double(interval);
+  if (g_profiler.live_estimate < g_profiler.next_interval_profile) return false;
+  g_profiler.next_interval_profile = g_profiler.live_estimate + double(interval);
+  return true;
+}
+
+void dump_interval_profile();
 
 }  // namespace
 
@@ -43,6 +67,7 @@ void HeapProfiler::record(const void* p, std::size_t bytes) {
   t.sampling = false;
   std::uintptr_t pcs[kMaxStackDepth];
   const unsigned depth = capture_backtrace(pcs, kMaxStackDepth);
+  bool profile_due = false;
   {
     LockGuard guard(g_profiler.lock);
     if (StackRecord* stack = g_profiler.stacks.find_or_add(pcs, depth)) {
@@ -50,10 +75,13 @@ void HeapProfiler::record(const void* p, std::size_t bytes) {
       bool found = false;
       if (g_profiler.samples.add(LiveSample{reinterpret_cast<std::uintptr_t>(p), stack, bytes},
                                  replaced, found)) {
-        if (found) {  // a block freed where the profiler did not see it (an arena's reset)
+        if (found) {  // a block freed where the profiler did not see it
           --replaced.stack->live_count;
           replaced.stack->live_bytes -= replaced.bytes;
+          count_live(replaced.bytes, -1);
         }
+        count_live(bytes, 1);
+        profile_due = interval_profile_due();
         ++stack->live_count;
         stack->live_bytes += bytes;
         ++stack->total_count;
@@ -63,6 +91,7 @@ void HeapProfiler::record(const void* p, std::size_t bytes) {
       }
     }
   }
+  if (profile_due) dump_interval_profile();
   t.busy = false;
   t.sampling = was_sampling;
 }
@@ -77,6 +106,19 @@ void HeapProfiler::forget(const void* p) {
   if (!g_profiler.samples.remove(reinterpret_cast<std::uintptr_t>(p), gone)) return;
   --gone.stack->live_count;
   gone.stack->live_bytes -= gone.bytes;
+  count_live(gone.bytes, -1);
+  g_profiler.live.store(g_profiler.samples.size(), std::memory_order_relaxed);
+}
+
+void HeapProfiler::forget_where(bool (*belongs)(std::uintptr_t, const void*), const void* context) {
+  if (g_profiler.live.load(std::memory_order_relaxed) == 0 || t_profile.busy) return;
+  LockGuard guard(g_profiler.lock);
+  g_profiler.samples.remove_if([&](const LiveSample& s) { return belongs(s.address, context); },
+                               [](const LiveSample& gone) {
+                                 --gone.stack->live_count;
+                                 gone.stack->live_bytes -= gone.bytes;
+                                 count_live(gone.bytes, -1);
+                               });
   g_profiler.live.store(g_profiler.samples.size(), std::memory_order_relaxed);
 }
 
@@ -91,6 +133,7 @@ void HeapProfiler::moved(const void* p, const void* q) {
   if (!g_profiler.samples.add(sample, replaced, found)) {  // no room: counted freed
     --sample.stack->live_count;
     sample.stack->live_bytes -= sample.bytes;
+    count_live(sample.bytes, -1);
   }
   g_profiler.live.store(g_profiler.samples.size(), std::memory_order_relaxed);
 }
@@ -128,6 +171,23 @@ int dump_to(const char* path) {
   return error;
 }
 
+// Requires: the thread marked busy (inside the profiler). Warns once if a profile cannot be
+// written, as prof_final does.
+void warn_unwritten(const char* option, const char* path, int error) {
+  char message[kProfPrefixCapacity + 128];
+  auto r = fmt::format_to_n(message, sizeof(message) - 1, "{}: cannot write {} (errno {})", option,
+                            path, error);
+  warn(std::string_view(message, r.size < sizeof(message) ? r.size : sizeof(message) - 1));
+}
+
+void dump_interval_profile() {
+  static std::atomic<bool> warned{false};
+  char path[kProfPrefixCapacity + 64];
+  if (!dump_path(path, sizeof(path), 'i')) return;
+  if (const int error = dump_to(path); error != 0 && !warned.exchange(true))
+    warn_unwritten("prof_interval", path, error);
+}
+
 }  // namespace
 
 int HeapProfiler::dump(const char* path) {
@@ -148,26 +208,29 @@ int HeapProfiler::dump(const char* path) {
 }
 
 void HeapProfiler::dump_at_exit() {
-  if (!enabled() || !options().prof_final.load(std::memory_order_relaxed)) return;
-  char path[kProfPrefixCapacity + 64];
-  if (!dump_path(path, sizeof(path), 'f'))
-    return warn("prof_final: the profile's path is too long");
+  if (!enabled()) return;
   t_profile.busy = true;
   t_profile.sampling = false;
-  if (const int error = dump_to(path); error != 0) {
-    char message[kProfPrefixCapacity + 128];
-    auto r = fmt::format_to_n(message, sizeof(message) - 1,
-                              "prof_final: cannot write {} (errno {})", path, error);
-    warn(std::string_view(message, r.size < sizeof(message) ? r.size : sizeof(message) - 1));
+  if (options().prof_final.load(std::memory_order_relaxed)) {
+    char path[kProfPrefixCapacity + 64];
+    if (!dump_path(path, sizeof(path), 'f')) warn("prof_final: the profile's path is too long");
+    else if (const int error = dump_to(path); error != 0) warn_unwritten("prof_final", path, error);
+  }
+  if (options().prof_leak.load(std::memory_order_relaxed)) {
+    CancellationHeldOff no_cancel;
+    LockGuard guard(g_profiler.lock);
+    write_leak_report(STDERR_FILENO, sample_mean(), g_profiler.stacks);
   }
 }
 
 HeapProfiler::Counts HeapProfiler::counts() {
   LockGuard guard(g_profiler.lock);
-  return Counts{g_profiler.samples.size(), g_profiler.stacks.stacks(),
+  return Counts{g_profiler.samples.size(),
+                g_profiler.stacks.stacks(),
                 std::size_t(g_profiler.stacks.dropped()),
                 g_profiler.samples.mapped_bytes() + g_profiler.stacks.mapped_bytes(),
-                g_profiler.taken};
+                g_profiler.taken,
+                std::uint64_t(g_profiler.live_estimate)};
 }
 
 // Every heap's fork handlers call these (a program may assemble several heaps, each with its

@@ -75,19 +75,26 @@ class HeapProfiler {
   // The block p is being freed: if it was a sample, it is counted freed.
   static void forget(const void* p);
   static bool is_sampled(const void* p);
+  // Every sample whose block belongs(address, context) is counted freed: the blocks of an
+  // explicit arena that is reset or destroyed, which are freed without a call for each.
+  static void forget_where(bool (*belongs)(std::uintptr_t address, const void* context),
+                           const void* context);
   // The block p moved to q without a free (a huge block remapped): its sample goes with it.
   static void moved(const void* p, const void* q);
 
   // Writes a profile to path, or, with nullptr, to prof_prefix.PID.SEQ.m.heap. 0, ENOENT
   // (profiling not enabled) or the errno of the file's creation.
   static int dump(const char* path);
-  // prof_final's profile, prof_prefix.PID.SEQ.f.heap (at exit).
+  // At exit: prof_final's profile, prof_prefix.PID.SEQ.f.heap, and prof_leak's report on
+  // stderr (leak_report.h). (prof_interval's profiles, prof_prefix.PID.SEQ.i.heap, are written
+  // by the allocation whose sample brings the live estimate to the next one.)
   static void dump_at_exit();
 
   // Live samples, stacks, and the bytes the profiler mapped.
   struct Counts {
     std::size_t live_samples, stacks, dropped_stacks, mapped_bytes;
-    std::uint64_t taken;  // samples since the start
+    std::uint64_t taken;          // samples since the start
+    std::uint64_t live_estimate;  // the bytes the live samples stand for (sample_weight)
   };
   static Counts counts();
 

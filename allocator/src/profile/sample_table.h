@@ -27,6 +27,19 @@ class SampleTable {
   // Removes the sample of this address into `out`; false if there is none.
   bool remove(std::uintptr_t address, LiveSample& out);
   [[nodiscard]] bool contains(std::uintptr_t address) const;
+  // Removes every sample for which match(const LiveSample&) holds, calling removed(sample)
+  // for each. (A removal shifts later entries back, into slots not yet looked at or into the
+  // slot just emptied, which is looked at again; none moves from ahead to behind the scan.)
+  template <class Match, class Removed>
+  void remove_if(Match match, Removed removed) {
+    for (std::size_t i = 0; i < slots_.size() && used_ != 0; ++i) {
+      while (slots_[i].address != 0 && match(slots_[i])) {
+        LiveSample gone{};
+        remove(slots_[i].address, gone);
+        removed(gone);
+      }
+    }
+  }
   template <class Visit>
   void for_each(Visit visit) const {
     for (std::size_t i = 0; i < slots_.size(); ++i)

@@ -5,7 +5,7 @@
 // profile (a Poisson process over the bytes, as jemalloc, gperftools and Go sample; a fixed
 // interval would favour large blocks, Go's issue 26618). The distance to the next sample is
 // drawn anew after each sample: the process forgets. No allocation and no libm (the drop-in links
-// none): the logarithm is computed here.
+// none): the logarithm and the exponential are computed here.
 #pragma once
 
 #include <bit>
@@ -26,6 +26,36 @@ inline double negative_log(double u) {
   for (int k = 1; k <= 15; k += 2, power *= t2) series += power / k;
   constexpr double kLn2 = 0.6931471805599453;
   return -(exponent * kLn2 + 2 * series);
+}
+
+// exp(-x) for x >= 0: x = k ln 2 + r with r in [0, ln 2), exp(-x) = 2^-k exp(-r), whose series
+// converges fast there (eighteen terms give some 1e-16).
+inline double negative_exp(double x) {
+  constexpr double kLn2 = 0.6931471805599453;
+  if (!(x < 700)) return 0;  // (below the smallest normal double; NaN too)
+  const int k = int(x / kLn2);
+  const double r = x - k * kLn2;
+  double term = 1, sum = 1;
+  for (int n = 1; n <= 18; ++n) sum += (term *= -r / n);
+  return sum * std::bit_cast<double>(std::uint64_t(1023 - k) << 52);
+}
+
+// The bytes a sample of `bytes` stands for: an allocation of that size is sampled with
+// probability p = 1 - exp(-bytes / mean), so bytes / p is the unbiased estimate (jeprof scales
+// a profile's counts so). About mean for small blocks, bytes for large ones.
+inline double sample_weight(std::size_t bytes, std::uint64_t mean) {
+  const double r = double(bytes) / double(mean == 0 ? 1 : mean);
+  if (r == 0) return 0;
+  // 1 - exp(-r), without the cancellation of the difference when r is small.
+  double p;
+  if (r < 0.5) {
+    double term = r;
+    p = r;
+    for (int n = 2; n <= 16; ++n) p += (term *= -r / n);
+  } else {
+    p = 1 - negative_exp(r);
+  }
+  return double(bytes) / p;
 }
 
 // A thread's distance to its next sampled byte.

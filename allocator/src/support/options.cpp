@@ -27,7 +27,7 @@ bool parse_long(std::string_view v, long& out) {
 constexpr std::string_view kKeys =
     "the keys are decay_ms, checks, stats_print, stats_file, deterministic, narenas, ncpus, "
     "thp, thp_budget, background_thread, populate, prof, prof_active, prof_sample, lg_prof_sample, "
-    "prof_prefix, prof_final";
+    "prof_prefix, prof_final, prof_interval, prof_leak";
 
 // "PAGEMALLOC_CONF: <what> '<entry>' ignored (<valid>)", one line on stderr.
 void warn_entry(std::string_view what, std::string_view entry, std::string_view valid) {
@@ -50,7 +50,8 @@ void apply_entry(std::string_view entry) {
       return warn_entry("bad value in", entry, "decay_ms takes -1 (never), 0 or milliseconds");
     o.decay_ms = n;
   } else if (key == "checks" || key == "deterministic" || key == "background_thread" ||
-             key == "populate" || key == "prof" || key == "prof_active" || key == "prof_final") {
+             key == "populate" || key == "prof" || key == "prof_active" || key == "prof_final" ||
+             key == "prof_leak") {
     if (!parse_bool(value, b)) {
       char valid[64];
       auto r = fmt::format_to_n(valid, sizeof(valid), "{} takes true, false, 1 or 0", key);
@@ -61,6 +62,7 @@ void apply_entry(std::string_view entry) {
     else if (key == "prof") o.prof = b;
     else if (key == "prof_active") o.prof_active = b;
     else if (key == "prof_final") o.prof_final = b;
+    else if (key == "prof_leak") o.prof_leak = b;
     else (key == "deterministic" ? o.deterministic : o.background_thread) = b;
   } else if (key == "stats_print") {
     if (value == "json") {
@@ -85,6 +87,10 @@ void apply_entry(std::string_view entry) {
     if (!parse_long(value, n) || n < 0 || n > 62)
       return warn_entry("bad value in", entry, "lg_prof_sample takes 0 to 62");
     o.prof_sample = 1L << n;
+  } else if (key == "prof_interval") {
+    if (!parse_long(value, n) || n < 0)
+      return warn_entry("bad value in", entry, "prof_interval takes bytes, or 0 for none");
+    o.prof_interval = n;
   } else if (key == "prof_prefix") {
     if (value.empty() || value.size() >= kProfPrefixCapacity)
       return warn_entry("bad value in", entry, "prof_prefix takes a path of 1 to 255 bytes");

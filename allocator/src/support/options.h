@@ -39,6 +39,11 @@
 //   prof_prefix    the start of the profiles' file names (default "pagemalloc": profiles are
 //                  pagemalloc.PID.SEQ.KIND.heap)
 //   prof_final     write a profile at exit (KIND f; default false)
+//   prof_interval  write a profile (KIND i) each time the estimated live bytes of the samples
+//                  pass their last such profile's high-water mark by this many bytes (default 0:
+//                  never)
+//   prof_leak      report on stderr at exit the sampled blocks still live, by call stack, as
+//                  gperftools' heap checker does (default false)
 //   populate       fault in fresh pages that will be touched with one call instead of a
 //                  fault per page at first touch: a slab of regions up to a page, once the
 //                  arena's slabs hold 8 MiB, and the pages a realloc's copy fills (default
@@ -90,6 +95,8 @@ struct Options {
   std::atomic<bool> prof{false};  // set only while reading the conf
   std::atomic<bool> prof_active{true};
   std::atomic<bool> prof_final{false};
+  std::atomic<bool> prof_leak{false};
+  std::atomic<long> prof_interval{0};  // 0: no interval profiles
   std::atomic<long> prof_sample{524288};
   char prof_prefix[kProfPrefixCapacity] = "pagemalloc";  // set only while reading the conf
 };

@@ -67,6 +67,9 @@ static void check_profiler(bool profiling, const char* directory) {
   }
   check(read_size("opt.lg_prof_sample") == 12 && read_size("prof.lg_sample") == 12,
         "opt.lg_prof_sample and prof.lg_sample are 12 for prof_sample:4096");
+  bool leak = true;
+  length = sizeof leak;
+  check(mallctl("opt.prof_leak", &leak, &length, NULL, 0) == 0 && !leak, "opt.prof_leak");
   const char* prefix = NULL;
   length = sizeof prefix;
   check(mallctl("opt.prof_prefix", &prefix, &length, NULL, 0) == 0 && prefix != NULL &&
