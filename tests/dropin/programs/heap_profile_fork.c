@@ -6,7 +6,8 @@
  * held, or its tables half updated, hangs or writes a broken profile; the parent waits for
  * each child with a deadline.
  *
- *   heap_profile_fork DIRECTORY FORKS     writes DIRECTORY/child.N.heap and DIRECTORY/parent.heap */
+ *   heap_profile_fork DIRECTORY FORKS
+ * writes DIRECTORY/child.N.heap and DIRECTORY/parent.heap. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -34,8 +35,9 @@ static void* churn(void* argument) {
   while (!atomic_load(&stop)) {
     unsigned slot = (unsigned)rand_r(&seed) % 128, kind = (unsigned)rand_r(&seed) % 100;
     free(live[slot]);
-    size_t size = kind < 90 ? 16 + (size_t)rand_r(&seed) % 2000
-                  : kind < 99 ? 70000 + (size_t)rand_r(&seed) % 200000 : (size_t)3 << 20;
+    size_t size = kind < 90   ? 16 + (size_t)rand_r(&seed) % 2000
+                  : kind < 99 ? 70000 + (size_t)rand_r(&seed) % 200000
+                              : (size_t)3 << 20;
     live[slot] = malloc(size);
     if (live[slot] == NULL) fail("malloc failed");
     memset(live[slot], 1, 64);
