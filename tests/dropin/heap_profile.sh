@@ -149,6 +149,19 @@ jeprof --text --show_bytes "$work/sites" "$last" 2>/dev/null | grep -q ' site_hu
   { echo "FAIL: the last interval profile does not name site_huge" >&2; exit 1; }
 echo "ok: prof_interval wrote $intervals profiles"
 
+# prof_interval_ms: a profile at the first sample after each interval, for a program that
+# allocates for a second (python3 building and dropping lists for 1.2 s): 100 ms apart.
+LD_PRELOAD="$lib" PAGEMALLOC_CONF=prof:true,prof_interval_ms:100,prof_sample:65536,prof_prefix:"$work/timed" \
+  python3 -c '
+import time
+end = time.monotonic() + 1.2
+while time.monotonic() < end:
+    kept = [bytes(500) for _ in range(20000)]' >/dev/null
+timed=$(ls "$work"/timed.*.t.heap 2>/dev/null | wc -l)
+[ "$timed" -ge 5 ] && [ "$timed" -le 16 ] ||
+  { echo "FAIL: prof_interval_ms:100 over 1.2 s wrote $timed profiles" >&2; exit 1; }
+echo "ok: prof_interval_ms:100 wrote $timed profiles in 1.2 s"
+
 # Profiles around fork: children forked while threads allocate and one writes profiles each
 # write their own, which jeprof reads; none hangs.
 mkdir -p "$work/forked"
@@ -164,7 +177,7 @@ echo "ok: 50 children forked amid allocations and dumps wrote profiles jeprof re
 
 # Bad values: one warning each, naming the option, and the program runs on.
 for entry in prof:maybe prof_sample:0 prof_sample:-5 lg_prof_sample:63 prof_prefix: prof_final:2 \
-  prof_leak:yes prof_interval:-1 prof_interval:8M; do
+  prof_leak:yes prof_interval:-1 prof_interval:8M prof_interval_ms:x; do
   LD_PRELOAD="$lib" PAGEMALLOC_CONF="prof:true,$entry" "$work/sites" "$work/bad.heap" \
     >/dev/null 2>"$work/bad.err" || { echo "FAIL: $entry stopped the program" >&2; exit 1; }
   key=${entry%%:*}

@@ -111,7 +111,8 @@ TEST_F(ConfParsing, AnUnknownKeyNamesTheKeys) {
   EXPECT_NE(out.find("unknown key in 'stat_print:true' ignored (the keys are decay_ms, checks, "
                      "stats_print, stats_file, deterministic, narenas, ncpus, thp, thp_budget, "
                      "background_thread, populate, prof, prof_active, prof_sample, "
-                     "lg_prof_sample, prof_prefix, prof_final, prof_interval, prof_leak)"),
+                     "lg_prof_sample, prof_prefix, prof_final, prof_interval, prof_interval_ms, "
+                     "prof_leak)"),
             std::string::npos)
       << out;
 }
@@ -129,7 +130,8 @@ TEST_F(ConfParsing, TheProfilersOptionsTakeTheirValuesAndNameWhatIsValid) {
   EXPECT_STREQ(o.prof_prefix, "/tmp/x");
   EXPECT_EQ(apply("lg_prof_sample:12"), "");
   EXPECT_EQ(o.prof_sample.load(), 4096);
-  EXPECT_EQ(apply("prof_interval:1048576,prof_leak:true"), "");
+  EXPECT_EQ(apply("prof_interval:1048576,prof_leak:true,prof_interval_ms:100"), "");
+  EXPECT_EQ(o.prof_interval_ms.load(), 100);
   EXPECT_EQ(o.prof_interval.load(), 1048576);
   EXPECT_TRUE(o.prof_leak.load());
   const struct {
@@ -145,6 +147,7 @@ TEST_F(ConfParsing, TheProfilersOptionsTakeTheirValuesAndNameWhatIsValid) {
       {"prof_interval:-1", "prof_interval takes bytes, or 0 for none"},
       {"prof_interval:1G", "prof_interval takes bytes, or 0 for none"},
       {"prof_leak:2", "prof_leak takes true, false, 1 or 0"},
+      {"prof_interval_ms:-3", "prof_interval_ms takes milliseconds, or 0 for none"},
   };
   for (const auto& b : bad) {
     const std::string out = apply(b.entry);
@@ -158,6 +161,7 @@ TEST_F(ConfParsing, TheProfilersOptionsTakeTheirValuesAndNameWhatIsValid) {
   EXPECT_EQ(o.prof_interval.load(), 1048576);
   EXPECT_TRUE(o.prof_leak.load());
   o.prof_interval = 0;
+  o.prof_interval_ms = 0;
   o.prof_leak = false;
   o.prof_sample = sample;
   o.prof_active = true;

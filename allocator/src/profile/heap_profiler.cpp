@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 
+#include "os/clock.h"
 #include "profile/backtrace.h"
 #include "profile/leak_report.h"
 #include "profile/profile_writer.h"
@@ -31,6 +32,7 @@ struct ProfilerState {
   // profile is due.
   double live_estimate = 0;
   double next_interval_profile = 0;
+  std::uint64_t next_timed_profile_ms = 0;  // prof_interval_ms's
 };
 constinit ProfilerState g_profiler{};
 
@@ -56,7 +58,18 @@ bool interval_profile_due() {
   return true;
 }
 
-void dump_interval_profile();
+// Requires: the lock held. Whether prof_interval_ms's profile is due (then the next is set).
+bool timed_profile_due() {
+  const long interval = options().prof_interval_ms.load(std::memory_order_relaxed);
+  if (interval <= 0) return false;
+  const std::uint64_t now = now_ms();
+  if (g_profiler.next_timed_profile_ms == 0) g_profiler.next_timed_profile_ms = now + interval;
+  if (now < g_profiler.next_timed_profile_ms) return false;
+  g_profiler.next_timed_profile_ms = now + std::uint64_t(interval);
+  return true;
+}
+
+void dump_interval_profile(char kind);
 
 }  // namespace
 
@@ -67,7 +80,7 @@ void HeapProfiler::record(const void* p, std::size_t bytes) {
   t.sampling = false;
   std::uintptr_t pcs[kMaxStackDepth];
   const unsigned depth = capture_backtrace(pcs, kMaxStackDepth);
-  bool profile_due = false;
+  bool grown_profile_due = false, timed_profile_due_now = false;
   {
     LockGuard guard(g_profiler.lock);
     if (StackRecord* stack = g_profiler.stacks.find_or_add(pcs, depth)) {
@@ -81,7 +94,8 @@ void HeapProfiler::record(const void* p, std::size_t bytes) {
           count_live(replaced.bytes, -1);
         }
         count_live(bytes, 1);
-        profile_due = interval_profile_due();
+        grown_profile_due = interval_profile_due();
+        timed_profile_due_now = timed_profile_due();
         ++stack->live_count;
         stack->live_bytes += bytes;
         ++stack->total_count;
@@ -91,7 +105,8 @@ void HeapProfiler::record(const void* p, std::size_t bytes) {
       }
     }
   }
-  if (profile_due) dump_interval_profile();
+  if (grown_profile_due) dump_interval_profile('i');
+  if (timed_profile_due_now) dump_interval_profile('t');
   t.busy = false;
   t.sampling = was_sampling;
 }
@@ -180,12 +195,13 @@ void warn_unwritten(const char* option, const char* path, int error) {
   warn(std::string_view(message, r.size < sizeof(message) ? r.size : sizeof(message) - 1));
 }
 
-void dump_interval_profile() {
+// KIND i: prof_interval's; t: prof_interval_ms's.
+void dump_interval_profile(char kind) {
   static std::atomic<bool> warned{false};
   char path[kProfPrefixCapacity + 64];
-  if (!dump_path(path, sizeof(path), 'i')) return;
+  if (!dump_path(path, sizeof(path), kind)) return;
   if (const int error = dump_to(path); error != 0 && !warned.exchange(true))
-    warn_unwritten("prof_interval", path, error);
+    warn_unwritten(kind == 'i' ? "prof_interval" : "prof_interval_ms", path, error);
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ bool parse_long(std::string_view v, long& out) {
 constexpr std::string_view kKeys =
     "the keys are decay_ms, checks, stats_print, stats_file, deterministic, narenas, ncpus, "
     "thp, thp_budget, background_thread, populate, prof, prof_active, prof_sample, lg_prof_sample, "
-    "prof_prefix, prof_final, prof_interval, prof_leak";
+    "prof_prefix, prof_final, prof_interval, prof_interval_ms, prof_leak";
 
 // "PAGEMALLOC_CONF: <what> '<entry>' ignored (<valid>)", one line on stderr.
 void warn_entry(std::string_view what, std::string_view entry, std::string_view valid) {
@@ -91,6 +91,11 @@ void apply_entry(std::string_view entry) {
     if (!parse_long(value, n) || n < 0)
       return warn_entry("bad value in", entry, "prof_interval takes bytes, or 0 for none");
     o.prof_interval = n;
+  } else if (key == "prof_interval_ms") {
+    if (!parse_long(value, n) || n < 0)
+      return warn_entry("bad value in", entry,
+                        "prof_interval_ms takes milliseconds, or 0 for none");
+    o.prof_interval_ms = n;
   } else if (key == "prof_prefix") {
     if (value.empty() || value.size() >= kProfPrefixCapacity)
       return warn_entry("bad value in", entry, "prof_prefix takes a path of 1 to 255 bytes");

@@ -42,6 +42,8 @@
 //   prof_interval  write a profile (KIND i) each time the estimated live bytes of the samples
 //                  pass their last such profile's high-water mark by this many bytes (default 0:
 //                  never)
+//   prof_interval_ms  write a profile (KIND t) at the first sample after each this many
+//                  milliseconds (default 0: never)
 //   prof_leak      report on stderr at exit the sampled blocks still live, by call stack, as
 //                  gperftools' heap checker does (default false)
 //   populate       fault in fresh pages that will be touched with one call instead of a
@@ -96,7 +98,8 @@ struct Options {
   std::atomic<bool> prof_active{true};
   std::atomic<bool> prof_final{false};
   std::atomic<bool> prof_leak{false};
-  std::atomic<long> prof_interval{0};  // 0: no interval profiles
+  std::atomic<long> prof_interval{0};     // 0: no interval profiles
+  std::atomic<long> prof_interval_ms{0};  // 0: no timed profiles
   std::atomic<long> prof_sample{524288};
   char prof_prefix[kProfPrefixCapacity] = "pagemalloc";  // set only while reading the conf
 };
