@@ -30,6 +30,9 @@ Parts (all by default, in this order):
   profiles        each real program under pagemalloc and under its fastest peer in the last
                   real-programs run, with perf stat and perf record: where the time goes
                   (papers/real-programs/profiles.md)
+  heap-profiles   each real program under pagemalloc's heap profiler: what it allocates (bytes
+                  by block size, live bytes over time, the top call sites, jeprof's call graph)
+                  (papers/real-programs/heap-profiles.md)
   memory          what the allocators hold: sparse large blocks, the resident size after a
                   200 MB burst (with small calls going on, and idle), small C programs in the
                   patterns of mimalloc-bench's; peak RSS under every allocator by LD_PRELOAD
@@ -72,6 +75,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import arrow  # noqa: E402
 import cross_thread  # noqa: E402
 import design_sweep  # noqa: E402
+import heap_profiles  # noqa: E402
 import huge_pages  # noqa: E402
 import instructions  # noqa: E402
 import memory  # noqa: E402
@@ -84,17 +88,18 @@ from common import (ROOT, build_tree, clock, log, machine, progress, read_json, 
                     write_json)
 
 PARTS = ["arrow", "tree-overhead", "tree-overhead-2008", "workloads", "real-programs", "cross-thread", "instructions",
-         "profiles", "memory", "huge-pages"]
+         "profiles", "heap-profiles", "memory", "huge-pages"]
 # The order they run in, after the builds (the workloads and the real programs before the
 # tree-overhead part, which reports their pagemalloc rows).
 ORDER = ["build", "arrow", "workloads", "real-programs", "tree-overhead", "tree-overhead-2008",
-         "cross-thread", "instructions", "profiles", "memory", "huge-pages"]
+         "cross-thread", "instructions", "profiles", "heap-profiles", "memory", "huge-pages"]
 # Each part's nominal minutes on 2 cores (--quick, full run): only the weights of the estimate
 # of the time left, which scales them by the machine's actual speed as the run goes. The build
 # part's are its builds' (BUILD_MINUTES).
 PART_MINUTES = {"arrow": (0.35, 1), "workloads": (0.25, 2), "real-programs": (0.75, 20),
                 "tree-overhead": (0.4, 3), "tree-overhead-2008": (1.8, 55),
                 "cross-thread": (0.6, 4), "instructions": (0.8, 1), "profiles": (0.7, 2),
+                "heap-profiles": (0.6, 4),
                 "memory": (0.45, 5), "huge-pages": (0.1, 2)}
 BUILD_MINUTES = {"release": 2.5, "hybrid": 1.2, "rbtree": 1.2, "trace": 1.0}
 QUICK_LIBRARY_MINUTES = 0.5  # one of the quick run's libraries of the 2008 designs
@@ -294,6 +299,10 @@ def main():
     if start("profiles"):
         summary["profiles"] = profiles.report(info, profiles.measure(args.quick, args.seed))
         progress.finish()
+    if start("heap-profiles"):
+        summary["heap-profiles"] = heap_profiles.report(
+            info, heap_profiles.measure(args.quick, args.seed))
+        progress.finish()
     if start("memory"):
         summary["memory"] = memory.report(info, memory.measure(args.quick, args.rounds,
                                                                args.seed))
@@ -305,7 +314,7 @@ def main():
     # The summary in the order of PARTS' reports.
     lines = []
     for name in ["arrow", "workloads", "tree-overhead", "tree-overhead-2008", "cross-thread",
-                 "instructions", "profiles", "memory", "huge-pages"]:
+                 "instructions", "profiles", "heap-profiles", "memory", "huge-pages"]:
         if name in summary:
             lines += summary[name] + [""]
     text = "\n".join(lines)
