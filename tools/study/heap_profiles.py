@@ -19,11 +19,16 @@ shown. From the profiles:
                  called the allocator: the innermost frame outside it)
   call graph     `jeprof --svg` of the bytes allocated, per program (graphviz)
 
+and what the profiler costs: each program's instructions (all its processes', counted by
+valgrind's callgrind: deterministic where these machines' wall times vary by 10-30 % from run
+to run) with prof:false and with prof:true at the default rate, at the real-programs study's
+quick sizes (callgrind runs some 50 times slower than the program).
+
 Every count is a sample's, scaled as jeprof scales it: a stack's samples of mean size s stand
 for 1 / (1 - exp(-s / prof_sample)) times their bytes. Writes results/heap_profiles.json,
 papers/real-programs/heap-profiles.md, heap-profiles.png and heap-profiles/PROGRAM.svg;
 returns summary lines. Needs jeprof (libjemalloc-dev) and graphviz, which
-tools/install-deps.sh installs.
+tools/install-deps.sh installs, and valgrind for the cost.
 """
 
 import math
@@ -36,8 +41,8 @@ import tempfile
 import time
 
 from allocators import dropin
-from common import (ROOT, machine_line, markdown_table, papers_directory, progress, results_directory,
-                    shown, write_json, write_report)
+from common import (ROOT, geomean, machine_line, markdown_table, papers_directory, progress,
+                    results_directory, shown, write_json, write_report)
 
 sys.path.insert(0, str(ROOT / "benchmarks" / "real_programs"))
 import inputs  # noqa: E402
@@ -47,6 +52,10 @@ PROGRAMS = [name for name in real_programs.PROGRAM_CLASSES if name != "redis"]
 QUICK_PROGRAMS = [name for name in real_programs.DEFAULT_PROGRAMS if name != "redis"]
 INTERVAL_MS = {True: 50, False: 100}  # quick, full
 TOP_SITES = 5
+# The programs whose instructions are counted (quick run, full run).
+COST_PROGRAMS = {True: ["python", "jq"],
+                 False: [n for n in real_programs.DEFAULT_PROGRAMS if n != "redis"]}
+COLLECTED = re.compile(r"^==\d+== Collected : (\d+)$", re.M)
 # Upper bounds of the size buckets (bytes); the last takes the rest.
 BUCKETS = [64, 256, 1024, 4096, 16384, 65536, 262144, 1048576]
 BUCKET_NAMES = ["<=64 B", "<=256 B", "<=1 KiB", "<=4 KiB", "<=16 KiB", "<=64 KiB", "<=256 KiB",
@@ -164,6 +173,45 @@ def profile_one(program, directory, interval_ms):
     return finals[pid], timeline, processes[pid], sample.wall_s
 
 
+def instructions_of(program, directory, conf):
+    """The instructions of every process of one run under callgrind, with PAGEMALLOC_CONF conf."""
+    os.makedirs(directory)
+    plain = program.command
+    out = os.path.join(directory, "callgrind.%p")
+    program.command = lambda d: ["valgrind", "--tool=callgrind", "--trace-children=yes",
+                                 f"--callgrind-out-file={out}", *plain(d)]
+    try:
+        env = {**real_programs.clean_environment(), "LD_PRELOAD": str(dropin("pagemap")),
+               "PAGEMALLOC_CONF": conf}
+        sample = program.run(env, directory, 3600)
+    finally:
+        program.command = plain
+    if not sample.ok:
+        raise RuntimeError(f"heap-profiles: {program.name} under callgrind: {sample.failure}")
+    with open(os.path.join(directory, "stderr")) as err:
+        counts = [int(n) for n in COLLECTED.findall(err.read())]
+    if not counts:
+        raise RuntimeError(f"heap-profiles: callgrind counted nothing for {program.name}")
+    return sum(counts)
+
+
+def measure_cost(quick, input_directory, work, scratch):
+    """{program: {"off": instructions, "on": instructions}} at the quick sizes."""
+    if shutil.which("valgrind") is None:
+        raise RuntimeError("valgrind is not installed (bash tools/install-deps.sh installs it)")
+    cost = {}
+    for name in COST_PROGRAMS[quick]:
+        program = real_programs.PROGRAM_CLASSES[name](name, input_directory,
+                                                      real_programs.QUICK_SIZES)
+        program.prepare(work)
+        for mode in ("off", "on"):
+            progress.step(f"heap-profiles: {name}'s instructions, profiler {mode}")
+            cost.setdefault(name, {})[mode] = instructions_of(
+                program, os.path.join(scratch, f"cost-{name}-{mode}"),
+                "prof:true" if mode == "on" else "prof:false")
+    return cost
+
+
 def measure(quick, seed):
     if shutil.which("jeprof") is None:
         raise RuntimeError("jeprof is not installed (bash tools/install-deps.sh installs it)")
@@ -180,7 +228,7 @@ def measure(quick, seed):
     graphs = paper_directory() / "heap-profiles"
     graphs.mkdir(parents=True, exist_ok=True)
     results = {}
-    progress.plan_steps(len(programs))
+    progress.plan_steps(len(programs) + 2 * len(COST_PROGRAMS[quick]))
     with tempfile.TemporaryDirectory(prefix="heap-profiles.") as scratch:
         for name in programs:
             progress.step(f"heap-profiles: {name}")
@@ -208,7 +256,8 @@ def measure(quick, seed):
                                                                    "inuse_space"),
                 "graph": graph.name if call_graph(executable, final_path, graph) else None,
             }
-    data = {"programs": results, "quick": quick, "interval_ms": INTERVAL_MS[quick]}
+        cost = measure_cost(quick, input_directory, work, scratch)
+    data = {"programs": results, "cost": cost, "quick": quick, "interval_ms": INTERVAL_MS[quick]}
     write_json(results_directory() / "heap_profiles.json", data)
     return data
 
@@ -272,6 +321,12 @@ def report(info, data):
                        f"top site {p['allocated_sites'][0][0] if p['allocated_sites'] else '—'}")
     graphs = [f"[{name}](heap-profiles/{p['graph']})" for name, p in programs.items()
               if p["graph"]]
+    cost = data.get("cost", {})
+    cost_rows = [[name, f"{c['off'] / 1e6:,.1f}", f"{c['on'] / 1e6:,.1f}",
+                  f"{c['on'] / c['off']:.4f}"] for name, c in cost.items()]
+    cost_mean = geomean([c["on"] / c["off"] for c in cost.values()]) if cost else None
+    if cost_mean is not None:
+        cost_rows.append([f"geometric mean of {len(cost)}", "", "", f"**{cost_mean:.4f}**"])
     lines = [
         "# Heap profiles of the real programs",
         "",
@@ -306,9 +361,20 @@ def report(info, data):
         "most bytes allocated over the run, and of most bytes live at the peak. Names come from",
         "the objects' symbol tables: in a stripped library (Debian's liblua5.4 and libsqlite3)",
         "the nearest exported function before an address stands for the static ones after it,",
-        "so lua's and sqlite's bytes all fall to one name.",
+        "so lua's and sqlite's bytes all fall to one name, and the JavaScript engines' stripped",
+        "executables (duk, mujs), whose one dynamic symbol is glibc's `stdout`, to that.",
         "",
         markdown_table(["program", "most allocated", "most live at the peak"], site_rows),
+        "",
+        "## What the profiler costs",
+        "",
+        "Instructions of each program's run (all its processes) under valgrind's callgrind,",
+        "with `prof:false` and with `prof:true` at the default rate, at the real-programs",
+        "study's quick sizes: the samples' unwinding and bookkeeping, and the slow paths a",
+        "profiled thread takes (its medium blocks and sampled small ones from the arena).",
+        "",
+        markdown_table(["program", "instructions off (M)", "on (M)", "on / off"], cost_rows)
+        if cost_rows else "(not measured)",
         "",
         "## Figures",
         "",
@@ -320,5 +386,8 @@ def report(info, data):
         lines += ["Call graphs of the bytes allocated (`jeprof --svg`, the 24 largest nodes): "
                   + ", ".join(graphs) + ".", ""]
     write_report(paper / "heap-profiles.md", "\n".join(lines) + "\n")
+    cost_line = ([] if cost_mean is None else
+                 [f"  the profiler at the default rate: {cost_mean:.4f} x the instructions "
+                  f"without it (geometric mean of {len(cost)}, callgrind)"])
     return ([f"Heap profiles ({shown(paper / 'heap-profiles.md')}): bytes allocated, peak "
-             "live, the top call site:"] + summary)
+             "live, the top call site:"] + summary + cost_line)

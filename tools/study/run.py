@@ -99,7 +99,7 @@ ORDER = ["build", "arrow", "workloads", "real-programs", "tree-overhead", "tree-
 PART_MINUTES = {"arrow": (0.35, 1), "workloads": (0.25, 2), "real-programs": (0.75, 20),
                 "tree-overhead": (0.4, 3), "tree-overhead-2008": (1.8, 55),
                 "cross-thread": (0.6, 4), "instructions": (0.8, 1), "profiles": (0.7, 2),
-                "heap-profiles": (0.6, 4),
+                "heap-profiles": (1.0, 10),
                 "memory": (0.45, 5), "huge-pages": (0.1, 2)}
 BUILD_MINUTES = {"release": 2.5, "hybrid": 1.2, "rbtree": 1.2, "trace": 1.0}
 QUICK_LIBRARY_MINUTES = 0.5  # one of the quick run's libraries of the 2008 designs
