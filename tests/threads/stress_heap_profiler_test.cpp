@@ -5,14 +5,20 @@
 // calloc's zeroes), and threads that allocate and free while prof.active is switched on and
 // off and profiles are written leave no sample behind; explicit and bump arenas' blocks are
 // sampled and forgotten at their frees and at their arena's reset; prof_interval writes a
-// profile as the live bytes grow by it. Run under ThreadSanitizer too (label threads).
+// profile as the live bytes grow by it; a signal handler that allocates sampled blocks while
+// its thread holds the profiler's lock does not wait for it. Run under ThreadSanitizer too (label
+// threads).
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -253,6 +259,69 @@ TEST_F(HeapProfilerTest, AnIntervalProfileIsWrittenAsTheLiveBytesGrowByTheInterv
   for (unsigned seq = 0; seq < 1000; ++seq)
     std::remove((prefix + "." + std::to_string(::getpid()) + "." + std::to_string(seq) + ".i.heap")
                     .c_str());
+}
+
+// A thread that only asks the profiler (its counts, whether a block is a sample: each holds the
+// profiler's lock) is interrupted a thousand times or more by a handler that allocates and frees
+// blocks sampled two times in three (prof_sample 64). A handler that waited for the lock its
+// thread holds would never return: a watchdog fails the test after 60 s.
+std::atomic<unsigned> g_handled{0};
+void allocate_in_handler(int) {
+  const unsigned n = g_handled.fetch_add(1, std::memory_order_relaxed);
+  void* p = pm_malloc(64 * (1 + n % 4));
+  if (p != nullptr) std::memset(p, 1, 64);
+  pm_free(p);
+}
+
+TEST_F(HeapProfilerTest, ASignalHandlerThatAllocatesNeverWaitsForTheProfiler) {
+  pagemalloc::apply_conf("prof_sample:64");
+  struct sigaction action {};
+  action.sa_handler = allocate_in_handler;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  struct sigaction before {};
+  ASSERT_EQ(sigaction(SIGUSR1, &action, &before), 0);
+  std::vector<void*> kept;
+  for (int i = 0; i < 64; ++i) kept.push_back(pm_malloc(256));  // some of them samples
+  const std::size_t live_before = live_samples();
+  std::atomic<bool> asking{true}, finished{false};
+  std::thread watchdog([&finished] {
+    for (int i = 0; i < 600 && !finished.load(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!finished.load()) {
+      std::fputs("a signal handler waited for the profiler's lock: no progress in 60 s\n", stderr);
+      std::_Exit(1);
+    }
+  });
+  std::thread asker([&] {
+    std::size_t seen = 0;
+    while (asking.load(std::memory_order_relaxed))
+      for (void* p : kept)
+        seen += HeapProfiler::counts().live_samples + HeapProfiler::is_sampled(p);
+    EXPECT_GT(seen, 0u);
+  });
+  const pthread_t target = asker.native_handle();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  unsigned sent = 0;
+  while (std::chrono::steady_clock::now() < end && sent < 20000) {
+    pthread_kill(target, SIGUSR1);
+    ++sent;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  // (Signals sent while one is pending are delivered once: fewer are handled than sent.)
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  asking = false;
+  asker.join();
+  finished = true;
+  watchdog.join();
+  ASSERT_EQ(sigaction(SIGUSR1, &before, nullptr), 0);
+  const unsigned handled = g_handled.load();
+  EXPECT_GT(handled, 1000u) << sent << " sent";
+  // The handler's sampled blocks (those it allocated while its thread was outside the
+  // profiler) were forgotten at its frees: the books hold what they held before.
+  EXPECT_EQ(live_samples(), live_before);
+  for (void* p : kept) pm_free(p);
+  pagemalloc::apply_conf("prof_sample:4096");
 }
 
 TEST_F(HeapProfilerTest, ADumpToAPathThatCannotBeMadeSaysWhy) {

@@ -71,13 +71,37 @@ bool timed_profile_due() {
 
 void dump_interval_profile(char kind);
 
+// While it lives, the calling thread is inside the profiler: its allocations are not sampled
+// and its frees look for no sample, so that a signal handler that allocates or frees while the
+// thread holds the profiler's lock never waits for it (its blocks go unsampled, a sample it
+// frees stays counted live). The signal fences keep the marks on their side of the lock.
+class InsideProfiler {
+ public:
+  InsideProfiler() : thread_(t_profile), was_busy_(thread_.busy), was_sampling_(thread_.sampling) {
+    thread_.busy = true;
+    thread_.sampling = false;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  }
+  ~InsideProfiler() {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    thread_.busy = was_busy_;
+    thread_.sampling = was_sampling_;
+  }
+  InsideProfiler(const InsideProfiler&) = delete;
+  InsideProfiler& operator=(const InsideProfiler&) = delete;
+
+ private:
+  ThreadProfile& thread_;
+  bool was_busy_, was_sampling_;
+};
+
 }  // namespace
 
 void HeapProfiler::record(const void* p, std::size_t bytes) {
-  ThreadProfile& t = t_profile;
-  const bool was_sampling = t.sampling;
-  t.busy = true;
-  t.sampling = false;
+  // A block a bin chose (ThreadCache::pop_sampling) in a signal handler that interrupted the
+  // profiler: served as a sample's pages, and left unrecorded.
+  if (t_profile.busy) return;
+  InsideProfiler inside;
   std::uintptr_t pcs[kMaxStackDepth];
   const unsigned depth = capture_backtrace(pcs, kMaxStackDepth);
   bool grown_profile_due = false, timed_profile_due_now = false;
@@ -107,8 +131,6 @@ void HeapProfiler::record(const void* p, std::size_t bytes) {
   }
   if (grown_profile_due) dump_interval_profile('i');
   if (timed_profile_due_now) dump_interval_profile('t');
-  t.busy = false;
-  t.sampling = was_sampling;
 }
 
 // A free or move made while the thread is inside the profiler (a signal handler's, which may
@@ -116,6 +138,7 @@ void HeapProfiler::record(const void* p, std::size_t bytes) {
 // the lock the thread holds.
 void HeapProfiler::forget(const void* p) {
   if (g_profiler.live.load(std::memory_order_relaxed) == 0 || t_profile.busy) return;
+  InsideProfiler inside;
   LockGuard guard(g_profiler.lock);
   LiveSample gone{};
   if (!g_profiler.samples.remove(reinterpret_cast<std::uintptr_t>(p), gone)) return;
@@ -127,6 +150,7 @@ void HeapProfiler::forget(const void* p) {
 
 void HeapProfiler::forget_where(bool (*belongs)(std::uintptr_t, const void*), const void* context) {
   if (g_profiler.live.load(std::memory_order_relaxed) == 0 || t_profile.busy) return;
+  InsideProfiler inside;
   LockGuard guard(g_profiler.lock);
   g_profiler.samples.remove_if([&](const LiveSample& s) { return belongs(s.address, context); },
                                [](const LiveSample& gone) {
@@ -139,6 +163,7 @@ void HeapProfiler::forget_where(bool (*belongs)(std::uintptr_t, const void*), co
 
 void HeapProfiler::moved(const void* p, const void* q) {
   if (g_profiler.live.load(std::memory_order_relaxed) == 0 || t_profile.busy) return;
+  InsideProfiler inside;
   LockGuard guard(g_profiler.lock);
   LiveSample sample{};
   if (!g_profiler.samples.remove(reinterpret_cast<std::uintptr_t>(p), sample)) return;
@@ -155,6 +180,7 @@ void HeapProfiler::moved(const void* p, const void* q) {
 
 bool HeapProfiler::is_sampled(const void* p) {
   if (g_profiler.live.load(std::memory_order_relaxed) == 0 || t_profile.busy) return false;
+  InsideProfiler inside;
   LockGuard guard(g_profiler.lock);
   return g_profiler.samples.contains(reinterpret_cast<std::uintptr_t>(p));
 }
@@ -213,14 +239,9 @@ int HeapProfiler::dump(const char* path) {
     if (!dump_path(generated, sizeof(generated), 'm')) return ENAMETOOLONG;
     path = generated;
   }
-  ThreadProfile& t = t_profile;
-  const bool was_busy = t.busy, was_sampling = t.sampling;
-  t.busy = true;
-  t.sampling = false;
-  const int error = dump_to(path);
-  t.busy = was_busy;
-  t.sampling = was_sampling;
-  return error;
+  if (t_profile.busy) return EDEADLK;  // (a signal handler's, inside the profiler)
+  InsideProfiler inside;
+  return dump_to(path);
 }
 
 void HeapProfiler::dump_at_exit() {
@@ -240,6 +261,9 @@ void HeapProfiler::dump_at_exit() {
 }
 
 HeapProfiler::Counts HeapProfiler::counts() {
+  // (A signal handler's, inside the profiler: the one count read without the lock.)
+  if (t_profile.busy) return Counts{g_profiler.live.load(std::memory_order_relaxed), 0, 0, 0, 0, 0};
+  InsideProfiler inside;
   LockGuard guard(g_profiler.lock);
   return Counts{g_profiler.samples.size(),
                 g_profiler.stacks.stacks(),
@@ -253,7 +277,7 @@ HeapProfiler::Counts HeapProfiler::counts() {
 // Config): the lock is taken by the first and released by the last, in the forking thread.
 namespace {
 constinit thread_local unsigned t_fork_depth = 0;
-}
+}  // namespace
 
 void HeapProfiler::lock_for_fork() {
   if (t_fork_depth++ == 0) g_profiler.lock.lock();

@@ -83,7 +83,8 @@ class HeapProfiler {
   static void moved(const void* p, const void* q);
 
   // Writes a profile to path, or, with nullptr, to prof_prefix.PID.SEQ.m.heap. 0, ENOENT
-  // (profiling not enabled) or the errno of the file's creation.
+  // (profiling not enabled), EDEADLK (called from a signal handler that interrupted the
+  // profiler, whose tables may be half changed) or the errno of the file's creation.
   static int dump(const char* path);
   // At exit: prof_final's profile, prof_prefix.PID.SEQ.f.heap, and prof_leak's report on
   // stderr (leak_report.h). (prof_interval's profiles, prof_prefix.PID.SEQ.i.heap, are written
