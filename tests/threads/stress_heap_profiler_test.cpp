@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -263,18 +264,29 @@ TEST_F(HeapProfilerTest, AnIntervalProfileIsWrittenAsTheLiveBytesGrowByTheInterv
 
 // A thread that only asks the profiler (its counts, whether a block is a sample: each holds the
 // profiler's lock) is interrupted a thousand times or more by a handler that allocates and frees
-// blocks sampled two times in three (prof_sample 64). A handler that waited for the lock its
-// thread holds would never return: a watchdog fails the test after 60 s.
+// blocks sampled two times in three (prof_sample 64), and every 64th time asks for the counts
+// and a profile (which it gets, or EDEADLK while its thread is inside the profiler). A handler
+// that waited for the lock its thread holds would never return: a watchdog fails the test
+// after 60 s.
 std::atomic<unsigned> g_handled{0};
+std::atomic<int> g_handler_dump_error{0};  // a result of pm_prof_dump other than 0 or EDEADLK
+char g_handler_dump_path[128];
 void allocate_in_handler(int) {
   const unsigned n = g_handled.fetch_add(1, std::memory_order_relaxed);
   void* p = pm_malloc(64 * (1 + n % 4));
   if (p != nullptr) std::memset(p, 1, 64);
   pm_free(p);
+  if (n % 64 == 0) {
+    (void)HeapProfiler::counts();
+    const int error = pm_prof_dump(g_handler_dump_path);
+    if (error != 0 && error != EDEADLK) g_handler_dump_error.store(error);
+  }
 }
 
 TEST_F(HeapProfilerTest, ASignalHandlerThatAllocatesNeverWaitsForTheProfiler) {
   pagemalloc::apply_conf("prof_sample:64");
+  std::snprintf(g_handler_dump_path, sizeof(g_handler_dump_path),
+                "/tmp/pagemalloc-handler-profile.%d.heap", int(::getpid()));
   struct sigaction action {};
   action.sa_handler = allocate_in_handler;
   sigemptyset(&action.sa_mask);
@@ -320,6 +332,8 @@ TEST_F(HeapProfilerTest, ASignalHandlerThatAllocatesNeverWaitsForTheProfiler) {
   // The handler's sampled blocks (those it allocated while its thread was outside the
   // profiler) were forgotten at its frees: the books hold what they held before.
   EXPECT_EQ(live_samples(), live_before);
+  EXPECT_EQ(g_handler_dump_error.load(), 0) << "pm_prof_dump in the handler";
+  std::remove(g_handler_dump_path);
   for (void* p : kept) pm_free(p);
   pagemalloc::apply_conf("prof_sample:4096");
 }

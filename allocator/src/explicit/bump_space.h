@@ -128,12 +128,16 @@ class Allocator<Config>::BumpSpace {
  public:
   explicit BumpSpace(unsigned index) : index_(index) {}
 
-  // The arena's kind, set by create while no thread can use the index.
-  void set_kind(bool bump, bool freeable) {
+  // The arena's kind, set by create while no thread can use the index; `sampled`: made with
+  // prof:true, its pm_mallocx blocks go through the heap profiler (Heap::bump_sampled).
+  void set_kind(bool bump, bool freeable, bool sampled) {
     bump_ = bump;
+    unsampled_bump_ = bump && !sampled;
     freeable_ = freeable;
   }
   [[nodiscard]] bool enabled() const { return bump_; }
+  // A bump arena whose blocks the profiler does not sample: one test of one flag.
+  [[nodiscard]] bool bumps_unsampled() const { return unsampled_bump_; }
   [[nodiscard]] bool freeable() const { return freeable_; }
   [[nodiscard]] unsigned index() const { return index_; }
 
@@ -229,6 +233,7 @@ class Allocator<Config>::BumpSpace {
 
   const unsigned index_;
   bool bump_ = false;
+  bool unsampled_bump_ = false;  // bump_, and not made with prof:true
   bool freeable_ = true;
   std::atomic<std::uint32_t> epoch_{1};
   std::atomic<std::size_t> bumped_{0};  // blocks counted from cursors since the last reset

@@ -45,7 +45,8 @@ unsigned Allocator<Config>::ExplicitArenas::create(unsigned first, unsigned flag
     slots_[index].store(a, std::memory_order_release);
     if (index + 1 > end_) end_ = index + 1;
   }
-  a->bump.set_kind((flags & PM_ARENA_BUMP) != 0, (flags & PM_ARENA_NO_FREE) == 0);
+  a->bump.set_kind((flags & PM_ARENA_BUMP) != 0, (flags & PM_ARENA_NO_FREE) == 0,
+                   HeapProfiler::enabled());
   a->live.store(true, std::memory_order_release);
   return index;
 }

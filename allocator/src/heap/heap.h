@@ -171,9 +171,11 @@ class Allocator<Config>::Heap {
   [[gnu::noinline]] static bool take_profiled(std::size_t usable);
   [[gnu::noinline]] void* allocate_sampled(const Source& source, const Placement& where,
                                            std::size_t size, std::size_t align, bool zero);
-  // A block bumped in a bump arena through pm_mallocx, with prof:true: recorded if sampled
-  // (it stays where the bump put it; its free or its arena's reset forgets it).
-  [[gnu::noinline]] static void sample_bumped(void* p, std::size_t usable);
+  // pm_mallocx's bump in a bump arena made with prof:true: the block (nullptr when the bump
+  // does not serve it), recorded if sampled (it stays where the bump put it; its free or its
+  // arena's reset forgets it).
+  [[gnu::noinline]] static void* bump_sampled(BumpSpace& space, std::size_t size, std::size_t align,
+                                              bool zero);
   // deallocate_slow's large block with prof:true: its sample forgotten, then freed (into the
   // medium bins only while the thread is not profiled).
   [[gnu::noinline]] void free_large_profiled(Arena& owner, PageEntry e, void* p, const char* call);

@@ -87,16 +87,20 @@ void* Allocator<Config>::Heap::allocate_slow(std::size_t size, std::size_t align
 template <class Config>
 void* Allocator<Config>::Heap::allocate_in(unsigned arena, std::size_t size, std::size_t align,
                                            bool zero) {
-  if (ExplicitArena* e = explicit_.find(arena); e != nullptr && e->bump.enabled()) {
+  ExplicitArena* e = explicit_.find(arena);
+  // A bump arena made with prof:true is of its own kind (BumpSpace::sampled), whose blocks
+  // bump_sampled serves: the unsampled kind's path makes no test for the profiler.
+  if (e != nullptr && e->bump.bumps_unsampled()) [[likely]] {
     if (void* p = e->bump.allocate(size, align)) [[likely]] {
       if (zero) std::memset(p, 0, bump_usable(size));
-      if (HeapProfiler::enabled()) [[unlikely]]
-        sample_bumped(p, bump_usable(size));
       return p;
     }
-    if (!e->ordinary_used.load(std::memory_order_relaxed))
-      e->ordinary_used.store(true, std::memory_order_relaxed);
+  } else if (e != nullptr && e->bump.enabled()) {
+    if (void* p = bump_sampled(e->bump, size, align, zero)) return p;
   }
+  // (A bump arena's own slabs and runs serve what it does not bump.)
+  if (e != nullptr && e->bump.enabled() && !e->ordinary_used.load(std::memory_order_relaxed))
+    e->ordinary_used.store(true, std::memory_order_relaxed);
   ensure_initialized();
   Source source{};
   if (const int error = find_source(arena, source)) {
@@ -168,9 +172,15 @@ bool Allocator<Config>::Heap::take_profiled(std::size_t usable) {
 }
 
 template <class Config>
-void Allocator<Config>::Heap::sample_bumped(void* p, std::size_t usable) {
+void* Allocator<Config>::Heap::bump_sampled(BumpSpace& space, std::size_t size, std::size_t align,
+                                            bool zero) {
+  void* p = space.allocate(size, align);
+  if (p == nullptr) return nullptr;
+  const std::size_t usable = bump_usable(size);
+  if (zero) std::memset(p, 0, usable);
   ThreadCache::follow_profiling(HeapProfiler::follow_active());
   if (HeapProfiler::take_sample(usable)) HeapProfiler::record(p, usable);
+  return p;
 }
 
 template <class Config>

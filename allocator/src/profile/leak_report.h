@@ -18,8 +18,8 @@
 
 namespace pagemalloc {
 
-// Writes the report to fd without allocating, the kMaxListed stacks of most live bytes in full;
-// false if a write failed.
+// Writes the report to fd without allocating, the kMaxListedLeaks stacks of most live bytes in
+// full; false if a write failed.
 bool write_leak_report(int fd, std::uint64_t sample_mean, const StackTable& stacks);
 inline constexpr unsigned kMaxListedLeaks = 32;
 

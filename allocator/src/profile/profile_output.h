@@ -2,12 +2,11 @@
 // allocation: the profiles and reports of the heap profiler.
 #pragma once
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstddef>
+#include <string_view>
 #include <utility>
 
+#include "support/diagnostics.h"
 #include "support/format.h"
 
 namespace pagemalloc {
@@ -38,16 +37,7 @@ class ProfileOutput {
     used_ = 0;
   }
   void write_all(const char* bytes, std::size_t n) {
-    while (ok_ && n != 0) {
-      const ssize_t w = ::write(fd_, bytes, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        ok_ = false;
-        return;
-      }
-      bytes += w;
-      n -= std::size_t(w);
-    }
+    ok_ = ok_ && write_fully(fd_, std::string_view(bytes, n));
   }
   int fd_;
   bool ok_ = true;

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 
 #include "support/format.h"
@@ -46,16 +47,18 @@ CancellationHeldOff::~CancellationHeldOff() {
   ::pthread_setcancelstate(state_before_, &held_off);
 }
 
-void write_fully(int fd, std::string_view text) {
+bool write_fully(int fd, std::string_view text) {
   const CancellationHeldOff held_off;
   const char* data = text.data();
   std::size_t size = text.size();
   while (size > 0) {
     const ssize_t n = ::write(fd, data, size);
-    if (n <= 0) return;
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
     data += n;
     size -= std::size_t(n);
   }
+  return true;
 }
 
 }  // namespace pagemalloc

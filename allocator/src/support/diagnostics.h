@@ -19,9 +19,9 @@ namespace pagemalloc {
                                        std::size_t usable);
 // One line on stderr, prefixed "pagemalloc: ".
 void warn(std::string_view message);
-// Every byte of text to fd, through short writes; stops at an error (there is nowhere to
-// report it).
-void write_fully(int fd, std::string_view text);
+// Every byte of text to fd, through short writes and interrupted ones; stops at an error
+// (false: there is nowhere to report it).
+bool write_fully(int fd, std::string_view text);
 
 // While it lives, the thread cannot be cancelled: write(2), open(2), close(2) and stdio's
 // writes do not act on a cancellation request, which stays pending for the thread's next
