@@ -263,7 +263,7 @@ TEST_F(HeapProfilerTest, AnIntervalProfileIsWrittenAsTheLiveBytesGrowByTheInterv
 }
 
 // A thread that only asks the profiler (its counts, whether a block is a sample: each holds the
-// profiler's lock) is interrupted a thousand times or more by a handler that allocates and frees
+// profiler's lock) is interrupted two thousand times by a handler that allocates and frees
 // blocks sampled two times in three (prof_sample 64), and every 64th time asks for the counts
 // and a profile (which it gets, or EDEADLK while its thread is inside the profiler). A handler
 // that waited for the lock its thread holds would never return: a watchdog fails the test
@@ -313,15 +313,17 @@ TEST_F(HeapProfilerTest, ASignalHandlerThatAllocatesNeverWaitsForTheProfiler) {
     EXPECT_GT(seen, 0u);
   });
   const pthread_t target = asker.native_handle();
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  // Each signal is sent once the one before was handled, so that a loaded machine (which
+  // delays delivery) makes the test slower, never a signal lost; 30 s at most.
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   unsigned sent = 0;
-  while (std::chrono::steady_clock::now() < end && sent < 20000) {
+  while (g_handled.load() < 2000 && std::chrono::steady_clock::now() < end) {
+    const unsigned handled_before = g_handled.load();
     pthread_kill(target, SIGUSR1);
     ++sent;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    while (g_handled.load() == handled_before && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
-  // (Signals sent while one is pending are delivered once: fewer are handled than sent.)
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
   asking = false;
   asker.join();
   finished = true;
