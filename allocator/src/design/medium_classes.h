@@ -76,6 +76,24 @@ struct MediumClassTable {
     const unsigned c = kOfLength[pages];
     return c == kNoClass ? kNone : c;
   }
+  // class_of_length for the length in a page entry (below 2^10 pages): one load of a byte.
+  static constexpr unsigned class_of_entry_length(std::size_t pages) {
+    const unsigned c = kOfEntryLength[pages & (kEntryLengths - 1)];
+    return c == kNoClass ? kNone : c;
+  }
+  // Each class's first page entry in and out of a thread's cache (one load each, on free's
+  // and malloc's paths).
+  static constexpr auto kThreadCachedEntries = [] {
+    std::array<PageEntry, kCount == 0 ? 1 : kCount> entries{};
+    for (unsigned c = 0; c < kCount; ++c)
+      entries[c] = PageEntry::thread_cached(PageCount(kPages[c]));
+    return entries;
+  }();
+  static constexpr auto kLargeEntries = [] {
+    std::array<PageEntry, kCount == 0 ? 1 : kCount> entries{};
+    for (unsigned c = 0; c < kCount; ++c) entries[c] = PageEntry::large(PageCount(kPages[c]));
+    return entries;
+  }();
   static constexpr std::size_t bytes(unsigned size_class) {
     return std::size_t{kPages[size_class]} * kPageSize;
   }
@@ -102,6 +120,15 @@ struct MediumClassTable {
   static_assert(kCount < kNoClass, "a class is a byte");
   static constexpr auto kOfLength = [] {
     std::array<std::uint8_t, kMaxPages + 1> of_length{};
+    for (auto& c : of_length) c = kNoClass;
+    for (unsigned c = 0; c < kCount; ++c) of_length[kPages[c]] = std::uint8_t(c);
+    return of_length;
+  }();
+  // The same over every length an entry holds, so that its lookup needs no compare.
+  static constexpr std::size_t kEntryLengths = 1024;
+  static_assert(kMaxPages < kEntryLengths);
+  static constexpr auto kOfEntryLength = [] {
+    std::array<std::uint8_t, kEntryLengths> of_length{};
     for (auto& c : of_length) c = kNoClass;
     for (unsigned c = 0; c < kCount; ++c) of_length[kPages[c]] = std::uint8_t(c);
     return of_length;

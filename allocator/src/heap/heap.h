@@ -193,8 +193,11 @@ class Allocator<Config>::Heap {
   // free's path for a block whose entry e, in a chunk the thread remembers, is no slab's: a
   // medium block into the thread's medium bins, anything else through deallocate_slow; and its
   // part for a medium block whose bin is full.
-  [[gnu::hot, gnu::noinline]] void deallocate_remembered(void* p, PageEntry e,
-                                                         const char* call) noexcept;
+  // (Static, given p's entry by reference and the thread's cache: free has both at hand.)
+  [[gnu::hot, gnu::noinline]] static void deallocate_remembered(void* p, PageEntry e,
+                                                                PageEntry& entry,
+                                                                ThreadCache& cache,
+                                                                const char* call) noexcept;
   [[gnu::hot, gnu::noinline]] void free_medium_into_full_bin(unsigned medium_class, void* p,
                                                              const char* call) noexcept;
   // Before a free, in a design that validates frees (Config::kValidateFree): the search of
@@ -210,9 +213,10 @@ class Allocator<Config>::Heap {
   // arena's, pushed on the thread's cache. False if it is not (p untouched).
   bool freed_into_cache(void* p);
   static void push_remembered_region(void* p, PageEntry e);
-  // The fast paths' medium blocks (kMaxSmallSize < size <= kMaxMediumSize): popped from the
-  // calling thread's medium bins, or nullptr; freed into them, or false.
-  [[gnu::hot, gnu::noinline]] static void* pop_medium_here(std::size_t size);
+  // The fast paths' medium blocks (kMaxSmallSize < size <= kMaxMediumSize, align <= 8, not
+  // zeroed): popped from the calling thread's medium bins, or allocate_slow's; freed into them,
+  // or false.
+  [[gnu::hot, gnu::noinline]] void* allocate_medium(std::size_t size, std::size_t align);
   static bool push_medium_to(ThreadCache& cache, PageEntry e, void* p);
   void deallocate_small(Arena& owner, PageEntry e, void* p, const char* call);
   [[gnu::hot]] void deallocate_foreign(ThreadCache& cache, Arena& owner, PageEntry e, void* p,
@@ -292,8 +296,7 @@ inline void* Allocator<Config>::Heap::allocate(std::size_t size, std::size_t ali
           [[likely]]
         return p;
     } else if (size <= MediumClasses::kMaxMediumSize) {
-      if (void* p = pop_medium_here(size)) [[likely]]
-        return p;
+      return allocate_medium(size, align);  // (a jump: malloc keeps no frame)
     }
   } else if (align <= kPageSize && size <= kMaxSmallSize && !zero) {
     // An aligned small request: the smallest class that is a multiple of the alignment
@@ -372,13 +375,13 @@ template <class Config>
 }
 
 // malloc's fast path for a medium size: out of line, so that the entry points that inline the
-// fast paths carry a call, not the path.
+// fast paths carry a jump, not the path (and no frame for it).
 template <class Config>
-void* Allocator<Config>::Heap::pop_medium_here(std::size_t size) {
-  ThreadCache* cache = ThreadCache::current();
-  if (cache == nullptr) [[unlikely]]
-    return nullptr;
-  return cache->pop_medium(MediumClasses::class_of_size(size));
+void* Allocator<Config>::Heap::allocate_medium(std::size_t size, std::size_t align) {
+  if (ThreadCache* cache = ThreadCache::current()) [[likely]]
+    if (void* p = cache->pop_medium(MediumClasses::class_of_size(size))) [[likely]]
+      return p;
+  return allocate_slow(size, align, false);
 }
 
 // The block p, whose first entry is e, into cache's medium bins if it is a medium block of
@@ -402,9 +405,10 @@ inline void Allocator<Config>::Heap::deallocate(void* p, const char* call) {
   if constexpr (Config::kValidateFree) validate_free(p);
   std::byte* chunk = chunk_base_of(p);
   if (ThreadCache::remembers(chunk)) [[likely]] {
-    const PageEntry e = page_entry(chunk, page_index_of(p));
+    PageEntry& entry = page_entry(chunk, page_index_of(p));
+    const PageEntry e = entry;
     if (!e.is_slab()) [[unlikely]]
-      return deallocate_remembered(p, e, call);
+      return deallocate_remembered(p, e, entry, *ThreadCache::remembering(), call);
     if (*static_cast<const std::uintptr_t*>(p) != ThreadCache::freed_key()) [[likely]]
       return push_remembered_region(p, e);
   }

@@ -140,25 +140,24 @@ void Allocator<Config>::Heap::validate_free(const void* p) {
 // tail position, so that the compiler saves few registers for it (deallocate_slow saves six): a
 // medium free costs about 35 instructions with free's test before it.
 template <class Config>
-void Allocator<Config>::Heap::deallocate_remembered(void* p, PageEntry e,
-                                                    const char* call) noexcept {
+void Allocator<Config>::Heap::deallocate_remembered(void* p, PageEntry e, PageEntry& entry,
+                                                    ThreadCache& cache, const char* call) noexcept {
   if (HeapProfiler::enabled()) [[unlikely]]
-    return deallocate_slow(p, call);  // (which asks the profiler)
+    return heap().deallocate_slow(p, call);  // (which asks the profiler)
   if constexpr (MediumClasses::kEnabled && !Config::kAllocatedRunsTree) {
     if (e.kind() == PageKind::Large && heap_detail::is_aligned(p, kPageSize)) {
-      const unsigned medium_class = MediumClasses::class_of_length(e.pages().value());
+      const unsigned medium_class = MediumClasses::class_of_entry_length(e.pages().value());
       if (medium_class != MediumClasses::kNone) {
-        ThreadCache& cache = *ThreadCache::remembering();
-        switch (cache.try_push_medium(medium_class, p)) {
+        switch (cache.try_push_medium(medium_class, p, entry)) {
           case ThreadCache::MediumPush::kDone: return;
           case ThreadCache::MediumPush::kTick: return cache.medium_tick();
           case ThreadCache::MediumPush::kFull:
-            return free_medium_into_full_bin(medium_class, p, call);
+            return heap().free_medium_into_full_bin(medium_class, p, call);
         }
       }
     }
   }
-  deallocate_slow(p, call);
+  heap().deallocate_slow(p, call);
 }
 
 // A medium block whose bin is at its limit: the bin grows or gives back its older half

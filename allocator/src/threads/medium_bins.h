@@ -49,29 +49,31 @@ class MediumBins {
 
   // A cached block of the class, or nullptr.
   void* pop(unsigned c, bool& tick) {
-    Bin& bin = bins_[c];
+    Word& bin = words_[c];
     const std::uint64_t word = bin.load();
-    const unsigned count = Bin::count_of(word);
+    const unsigned count = Word::count_of(word);
     if (count == 0) {
-      bin.store(word | Bin::kMissed);  // the bin may grow at its next push_full
+      bin.store(word | Word::kMissed);  // the bin may grow at its next push_full
       return nullptr;
     }
-    const std::uint64_t popped = word - 1 + Bin::kOneUse;
+    const std::uint64_t popped = word - 1 + Word::kOneUse;
     bin.store(popped);
-    tick = Bin::uses_of(popped) % kTickUses == 0;
-    return bin.slots[count - 1];
+    tick = Word::uses_of(popped) % kTickUses == 0;
+    void* block = slots_[c][count - 1];
+    if (block == nullptr) __builtin_unreachable();  // (a bin holds blocks: no test for the caller)
+    return block;
   }
 
   // Pushes block (of class c) if the bin has room below its limit; false if it has none.
   bool try_push(unsigned c, void* block, bool& tick) {
-    Bin& bin = bins_[c];
+    Word& bin = words_[c];
     const std::uint64_t word = bin.load();
-    const unsigned count = Bin::count_of(word);
-    if (count == Bin::limit_of(word)) return false;
-    bin.slots[count] = block;
-    const std::uint64_t pushed = word + 1 + Bin::kOneUse;
+    const unsigned count = Word::count_of(word);
+    if (count == Word::limit_of(word)) return false;
+    slots_[c][count] = block;
+    const std::uint64_t pushed = word + 1 + Word::kOneUse;
     bin.store(pushed);
-    tick = Bin::uses_of(pushed) % kTickUses == 0;
+    tick = Word::uses_of(pushed) % kTickUses == 0;
     return true;
   }
   // The same, for a caller that leaves the ticks to others (the tests).
@@ -96,18 +98,19 @@ class MediumBins {
   // bin may hold nothing, returns false (the caller frees the block itself).
   template <class GiveBack>
   bool push_full(unsigned c, void* block, GiveBack give_back, bool& tick) {
-    Bin& bin = bins_[c];
-    bin.store(bin.load() + Bin::kOneUse);
-    tick = Bin::uses_of(bin.load()) % kTickUses == 0;
+    Word& bin = words_[c];
+    void** slots = slots_[c].data();
+    bin.store(bin.load() + Word::kOneUse);
+    tick = Word::uses_of(bin.load()) % kTickUses == 0;
     unsigned count = bin.load_count();
     if (!grow(c)) {
       if (count == 0) return false;
       const unsigned n = (count + 1) / 2;
-      give_back(bin.slots, n);
-      for (unsigned i = n; i < count; ++i) bin.slots[i - n] = bin.slots[i];
+      give_back(slots, n);
+      for (unsigned i = n; i < count; ++i) slots[i - n] = slots[i];
       count -= n;
     }
-    bin.slots[count] = block;
+    slots[count] = block;
     bin.store_count(count + 1);
     return true;
   }
@@ -117,10 +120,9 @@ class MediumBins {
   template <class GiveBack>
   void trim_idle(GiveBack give_back) {
     for (unsigned c = 0; c < kClasses; ++c) {
-      Bin& bin = bins_[c];
-      const std::uint32_t uses = Bin::uses_of(bin.load());
-      if (uses == bin.uses_seen && bin.limit() != 0) empty(c, give_back);
-      bin.uses_seen = uses;
+      const std::uint32_t uses = Word::uses_of(words_[c].load());
+      if (uses == uses_seen_[c] && words_[c].limit() != 0) empty(c, give_back);
+      uses_seen_[c] = uses;
     }
   }
 
@@ -128,22 +130,22 @@ class MediumBins {
   template <class GiveBack>
   void empty_all(GiveBack give_back) {
     for (unsigned c = 0; c < kClasses; ++c)
-      if (bins_[c].limit() != 0) empty(c, give_back);
+      if (words_[c].limit() != 0) empty(c, give_back);
   }
 
   // Bytes of blocks held, and whether any is (read by their owner, or with it stopped).
   [[nodiscard]] std::size_t bytes_held() const {
     std::size_t bytes = 0;
     for (unsigned c = 0; c < kClasses; ++c)
-      bytes += std::size_t{bins_[c].load_count()} * MediumClasses::bytes(c);
+      bytes += std::size_t{words_[c].load_count()} * MediumClasses::bytes(c);
     return bytes;
   }
   [[nodiscard]] bool holds_any() const { return held_limits_ != 0; }
-  [[nodiscard]] unsigned count(unsigned c) const { return bins_[c].load_count(); }
-  [[nodiscard]] unsigned limit(unsigned c) const { return bins_[c].limit(); }
+  [[nodiscard]] unsigned count(unsigned c) const { return words_[c].load_count(); }
+  [[nodiscard]] unsigned limit(unsigned c) const { return words_[c].limit(); }
   [[nodiscard]] bool holds(unsigned c, const void* block) const {
-    for (unsigned i = 0; i < bins_[c].load_count(); ++i)
-      if (bins_[c].slots[i] == block) return true;
+    for (unsigned i = 0; i < words_[c].load_count(); ++i)
+      if (slots_[c][i] == block) return true;
     return false;
   }
 
@@ -152,9 +154,10 @@ class MediumBins {
   [[nodiscard]] const char* check() const {
     std::size_t limits = 0;
     for (unsigned c = 0; c < kClasses; ++c) {
-      if (bins_[c].load_count() > bins_[c].limit()) return "a medium bin holds more than its limit";
-      if (bins_[c].limit() > kSlots) return "a medium bin's limit is above its slots";
-      limits += std::size_t{bins_[c].limit()} * MediumClasses::bytes(c);
+      if (words_[c].load_count() > words_[c].limit())
+        return "a medium bin holds more than its limit";
+      if (words_[c].limit() > kSlots) return "a medium bin's limit is above its slots";
+      limits += std::size_t{words_[c].limit()} * MediumClasses::bytes(c);
     }
     if (limits != held_limits_) return "a thread's medium limits are not the bytes it claimed";
     if (limits > kThreadBytes) return "a thread's medium limits pass its bound";
@@ -166,7 +169,7 @@ class MediumBins {
   void forget_claim() {
     claimed_by_all().fetch_sub(held_limits_, std::memory_order_relaxed);
     held_limits_ = 0;
-    for (Bin& bin : bins_) bin.store(0);
+    for (Word& bin : words_) bin.store(0);
   }
 
  private:
@@ -174,55 +177,58 @@ class MediumBins {
   // once (a separate count of uses, read and written on every pop and push, cost 1.3 ns a
   // pair of 128 KiB free and malloc: docs/measurements.md). The word is written by the owner
   // only and read by the statistics (bytes_held) from any thread: a relaxed atomic, as a small
-  // bin's fill (thread_cache.h).
-  struct Bin {
-    static constexpr std::uint64_t kOneLimit = std::uint64_t{1} << 16;
+  // bin's fill (thread_cache.h). The words lie together, apart from the slots, so that a bin's
+  // word is one indexed load from the cache (no multiply by a bin's size).
+  struct Word {
+    static constexpr std::uint64_t kOneLimit = std::uint64_t{1} << 8;
     static constexpr std::uint64_t kOneUse = std::uint64_t{1} << 32;
-    static constexpr std::uint64_t kMissed = std::uint64_t{1} << 31;
+    static constexpr std::uint64_t kMissed = std::uint64_t{1} << 16;
     static constexpr std::uint64_t kUsesOnly = ~(kOneUse - 1);
-    static unsigned count_of(std::uint64_t word) { return unsigned(word & 0xffff); }
-    static unsigned limit_of(std::uint64_t word) { return unsigned(word >> 16 & 0x7fff); }
+    static unsigned count_of(std::uint64_t word) { return unsigned(word & 0xff); }
+    static unsigned limit_of(std::uint64_t word) { return unsigned(word >> 8 & 0xff); }
     static std::uint32_t uses_of(std::uint64_t word) { return std::uint32_t(word >> 32); }
+    static_assert(kSlots < 256, "a count and a limit are bytes");
 
-    // count: bits 0-15; limit: 16-30; a pop found the bin empty since the limit last grew:
-    // 31; pushes and pops (mod 2^32): 32-63.
+    // count: bits 0-7; limit: 8-15 (bytes, so that a push compares them in one instruction); a
+    // pop found the bin empty since the limit last grew: 16; pushes and pops (mod 2^32): 32-63.
     std::atomic<std::uint64_t> word{0};
     [[nodiscard]] std::uint64_t load() const { return word.load(std::memory_order_relaxed); }
     void store(std::uint64_t w) { word.store(w, std::memory_order_relaxed); }
     [[nodiscard]] unsigned load_count() const { return count_of(load()); }
     [[nodiscard]] unsigned limit() const { return limit_of(load()); }
-    void store_count(unsigned n) { store((load() & ~std::uint64_t{0xffff}) | n); }
-    std::uint32_t uses_seen = 0;  // uses at trim_idle's last look
-    void* slots[kSlots];
+    void store_count(unsigned n) { store((load() & ~std::uint64_t{0xff}) | n); }
   };
 
   // Raises class c's limit by one within both bounds.
   bool grow(unsigned c) {
-    Bin& bin = bins_[c];
+    Word& bin = words_[c];
     const std::size_t bytes = MediumClasses::bytes(c);
     if (bin.limit() == kSlots || held_limits_ + bytes > kThreadBytes) return false;
-    if (bin.limit() != 0 && (bin.load() & Bin::kMissed) == 0) return false;
+    if (bin.limit() != 0 && (bin.load() & Word::kMissed) == 0) return false;
     if (claimed_by_all().fetch_add(bytes, std::memory_order_relaxed) + bytes > kAllBytes) {
       claimed_by_all().fetch_sub(bytes, std::memory_order_relaxed);
       return false;
     }
     held_limits_ += bytes;
-    bin.store((bin.load() + Bin::kOneLimit) & ~Bin::kMissed);
+    bin.store((bin.load() + Word::kOneLimit) & ~Word::kMissed);
     return true;
   }
 
   template <class GiveBack>
   void empty(unsigned c, GiveBack& give_back) {
-    Bin& bin = bins_[c];
-    if (bin.load_count() != 0) give_back(bin.slots, bin.load_count());
+    Word& bin = words_[c];
+    if (bin.load_count() != 0) give_back(slots_[c].data(), bin.load_count());
     const std::size_t bytes = std::size_t{bin.limit()} * MediumClasses::bytes(c);
     claimed_by_all().fetch_sub(bytes, std::memory_order_relaxed);
     held_limits_ -= bytes;
-    bin.store(bin.load() & Bin::kUsesOnly);  // count and limit 0
+    bin.store(bin.load() & Word::kUsesOnly);  // count and limit 0
   }
 
-  std::array<Bin, kClasses == 0 ? 1 : kClasses> bins_{};
-  std::size_t held_limits_ = 0;  // sum over bins of limit * class bytes, claimed
+  static constexpr unsigned kBins = kClasses == 0 ? 1 : kClasses;
+  std::array<Word, kBins> words_{};
+  std::array<std::array<void*, kSlots>, kBins> slots_{};
+  std::array<std::uint32_t, kBins> uses_seen_{};  // each bin's uses at trim_idle's last look
+  std::size_t held_limits_ = 0;                   // sum over bins of limit * class bytes, claimed
 };
 
 }  // namespace pagemalloc

@@ -308,8 +308,7 @@ class Allocator<Config>::ThreadCache {
     bool tick = false;
     void* p = medium_.pop(medium_class, tick);
     if (p == nullptr) return nullptr;
-    store_entry(chunk_base_of(p), page_index_of(p),
-                PageEntry::large(PageCount(MediumClasses::kPages[medium_class])));
+    store_entry(chunk_base_of(p), page_index_of(p), MediumClasses::kLargeEntries[medium_class]);
     if (tick) [[unlikely]]
       return medium_tick_before(p);
     return p;
@@ -330,11 +329,14 @@ class Allocator<Config>::ThreadCache {
   // (kFull: the caller calls push_medium_full).
   enum class MediumPush { kDone, kTick, kFull };
   MediumPush try_push_medium(unsigned medium_class, void* p) {
+    return try_push_medium(medium_class, p, page_entry(chunk_base_of(p), page_index_of(p)));
+  }
+  // The same, given p's first page entry (free's, which has it).
+  MediumPush try_push_medium(unsigned medium_class, void* p, PageEntry& entry) {
     bool tick = false;
     if (!medium_.try_push(medium_class, p, tick)) [[unlikely]]
       return MediumPush::kFull;
-    store_entry(chunk_base_of(p), page_index_of(p),
-                PageEntry::thread_cached(PageCount(MediumClasses::kPages[medium_class])));
+    store_entry(entry, MediumClasses::kThreadCachedEntries[medium_class]);
     return tick ? MediumPush::kTick : MediumPush::kDone;
   }
   // push_medium's slow half: a bin at its limit grows, or gives back its older half.
@@ -342,7 +344,7 @@ class Allocator<Config>::ThreadCache {
   // Every Medium::kTickUses pushes and pops of a medium bin: a decay tick of the cache
   // (medium_tick_before: the tick, then the popped block p returned).
   [[gnu::noinline]] void medium_tick() noexcept;
-  [[gnu::noinline]] void* medium_tick_before(void* p) noexcept;
+  [[gnu::noinline, gnu::returns_nonnull]] void* medium_tick_before(void* p) noexcept;
   // Returns every medium block to the arena (a growth in place that found them in its way).
   [[gnu::hot]] void flush_medium();
   [[nodiscard]] bool holds_medium() const { return medium_.holds_any(); }

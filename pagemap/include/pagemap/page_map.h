@@ -177,9 +177,12 @@ inline PageEntry load_entry(std::byte* chunk, PageIndex i) {
       reinterpret_cast<const std::uint64_t*>(&page_entry(chunk, i)), __ATOMIC_RELAXED);
   return std::bit_cast<PageEntry>(bits);
 }
+inline void store_entry(PageEntry& where, PageEntry e) {
+  __atomic_store_n(reinterpret_cast<std::uint64_t*>(&where), std::bit_cast<std::uint64_t>(e),
+                   __ATOMIC_RELAXED);
+}
 inline void store_entry(std::byte* chunk, PageIndex i, PageEntry e) {
-  __atomic_store_n(reinterpret_cast<std::uint64_t*>(&page_entry(chunk, i)),
-                   std::bit_cast<std::uint64_t>(e), __ATOMIC_RELAXED);
+  store_entry(page_entry(chunk, i), e);
 }
 
 }  // namespace pagemalloc
