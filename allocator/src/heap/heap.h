@@ -194,10 +194,9 @@ class Allocator<Config>::Heap {
   // medium block into the thread's medium bins, anything else through deallocate_slow; and its
   // part for a medium block whose bin is full.
   // (Static, given p's entry by reference and the thread's cache: free has both at hand.)
-  [[gnu::hot, gnu::noinline]] static void deallocate_remembered(void* p, PageEntry e,
-                                                                PageEntry& entry,
-                                                                ThreadCache& cache,
-                                                                const char* call) noexcept;
+  [[gnu::hot, gnu::noinline]] static void deallocate_remembered(PageEntry e, void* p,
+                                                                const char* call, PageEntry& entry,
+                                                                ThreadCache& cache) noexcept;
   [[gnu::hot, gnu::noinline]] void free_medium_into_full_bin(unsigned medium_class, void* p,
                                                              const char* call) noexcept;
   // Before a free, in a design that validates frees (Config::kValidateFree): the search of
@@ -216,7 +215,7 @@ class Allocator<Config>::Heap {
   // The fast paths' medium blocks (kMaxSmallSize < size <= kMaxMediumSize, align <= 8, not
   // zeroed): popped from the calling thread's medium bins, or allocate_slow's; freed into them,
   // or false.
-  [[gnu::hot, gnu::noinline]] void* allocate_medium(std::size_t size, std::size_t align);
+  [[gnu::hot, gnu::noinline]] static void* allocate_medium(std::size_t size, std::size_t align);
   static bool push_medium_to(ThreadCache& cache, PageEntry e, void* p);
   void deallocate_small(Arena& owner, PageEntry e, void* p, const char* call);
   [[gnu::hot]] void deallocate_foreign(ThreadCache& cache, Arena& owner, PageEntry e, void* p,
@@ -381,7 +380,7 @@ void* Allocator<Config>::Heap::allocate_medium(std::size_t size, std::size_t ali
   if (ThreadCache* cache = ThreadCache::current()) [[likely]]
     if (void* p = cache->pop_medium(MediumClasses::class_of_size(size))) [[likely]]
       return p;
-  return allocate_slow(size, align, false);
+  return heap().allocate_slow(size, align, false);
 }
 
 // The block p, whose first entry is e, into cache's medium bins if it is a medium block of
@@ -408,7 +407,7 @@ inline void Allocator<Config>::Heap::deallocate(void* p, const char* call) {
     PageEntry& entry = page_entry(chunk, page_index_of(p));
     const PageEntry e = entry;
     if (!e.is_slab()) [[unlikely]]
-      return deallocate_remembered(p, e, entry, *ThreadCache::remembering(), call);
+      return deallocate_remembered(e, p, call, entry, *ThreadCache::remembering());
     if (*static_cast<const std::uintptr_t*>(p) != ThreadCache::freed_key()) [[likely]]
       return push_remembered_region(p, e);
   }

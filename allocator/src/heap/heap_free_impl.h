@@ -140,8 +140,8 @@ void Allocator<Config>::Heap::validate_free(const void* p) {
 // tail position, so that the compiler saves few registers for it (deallocate_slow saves six): a
 // medium free costs about 35 instructions with free's test before it.
 template <class Config>
-void Allocator<Config>::Heap::deallocate_remembered(void* p, PageEntry e, PageEntry& entry,
-                                                    ThreadCache& cache, const char* call) noexcept {
+void Allocator<Config>::Heap::deallocate_remembered(PageEntry e, void* p, const char* call,
+                                                    PageEntry& entry, ThreadCache& cache) noexcept {
   if (HeapProfiler::enabled()) [[unlikely]]
     return heap().deallocate_slow(p, call);  // (which asks the profiler)
   if constexpr (MediumClasses::kEnabled && !Config::kAllocatedRunsTree) {

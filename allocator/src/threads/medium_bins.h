@@ -58,7 +58,7 @@ class MediumBins {
     }
     const std::uint64_t popped = word - 1 + Word::kOneUse;
     bin.store(popped);
-    tick = Word::uses_of(popped) % kTickUses == 0;
+    tick = popped < Word::kOneTick;  // (the ticks' field wrapped to 0: a shift, not a flag kept)
     void* block = slots_[c][count - 1];
     if (block == nullptr) __builtin_unreachable();  // (a bin holds blocks: no test for the caller)
     return block;
@@ -71,9 +71,9 @@ class MediumBins {
     const unsigned count = Word::count_of(word);
     if (count == Word::limit_of(word)) return false;
     slots_[c][count] = block;
-    const std::uint64_t pushed = word + 1 + Word::kOneUse;
+    std::uint64_t pushed;
+    tick = __builtin_add_overflow(word, Word::kOneUse + 1, &pushed);
     bin.store(pushed);
-    tick = Word::uses_of(pushed) % kTickUses == 0;
     return true;
   }
   // The same, for a caller that leaves the ticks to others (the tests).
@@ -100,8 +100,9 @@ class MediumBins {
   bool push_full(unsigned c, void* block, GiveBack give_back, bool& tick) {
     Word& bin = words_[c];
     void** slots = slots_[c].data();
-    bin.store(bin.load() + Word::kOneUse);
-    tick = Word::uses_of(bin.load()) % kTickUses == 0;
+    std::uint64_t used;
+    tick = __builtin_add_overflow(bin.load(), Word::kOneUse, &used);
+    bin.store(used);
     unsigned count = bin.load_count();
     if (!grow(c)) {
       if (count == 0) return false;
@@ -181,16 +182,21 @@ class MediumBins {
   // word is one indexed load from the cache (no multiply by a bin's size).
   struct Word {
     static constexpr std::uint64_t kOneLimit = std::uint64_t{1} << 8;
-    static constexpr std::uint64_t kOneUse = std::uint64_t{1} << 32;
+    // One use: one more in the uses (bits 32-54) and in the ticks' field (55-63), whose
+    // wrap, every kTickUses uses, is the add's carry: the tick costs no test of its own.
+    static constexpr std::uint64_t kOneTick = std::uint64_t{1} << 55;
+    static_assert(kOneTick * kTickUses == 0, "the ticks' field wraps every kTickUses uses");
+    static constexpr std::uint64_t kOneUse = (std::uint64_t{1} << 32) + kOneTick;
     static constexpr std::uint64_t kMissed = std::uint64_t{1} << 16;
-    static constexpr std::uint64_t kUsesOnly = ~(kOneUse - 1);
+    static constexpr std::uint64_t kUsesOnly = ~((std::uint64_t{1} << 32) - 1);
     static unsigned count_of(std::uint64_t word) { return unsigned(word & 0xff); }
     static unsigned limit_of(std::uint64_t word) { return unsigned(word >> 8 & 0xff); }
     static std::uint32_t uses_of(std::uint64_t word) { return std::uint32_t(word >> 32); }
     static_assert(kSlots < 256, "a count and a limit are bytes");
 
     // count: bits 0-7; limit: 8-15 (bytes, so that a push compares them in one instruction); a
-    // pop found the bin empty since the limit last grew: 16; pushes and pops (mod 2^32): 32-63.
+    // pop found the bin empty since the limit last grew: 16; pushes and pops: 32-63 (uses_of,
+    // which changes at every use, as the two fields count together).
     std::atomic<std::uint64_t> word{0};
     [[nodiscard]] std::uint64_t load() const { return word.load(std::memory_order_relaxed); }
     void store(std::uint64_t w) { word.store(w, std::memory_order_relaxed); }
