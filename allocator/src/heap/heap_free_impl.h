@@ -140,15 +140,16 @@ void Allocator<Config>::Heap::validate_free(const void* p) {
 // tail position, so that the compiler saves few registers for it (deallocate_slow saves six): a
 // medium free costs about 35 instructions with free's test before it.
 template <class Config>
-void Allocator<Config>::Heap::deallocate_remembered(PageEntry e, void* p, const char* call,
-                                                    PageEntry& entry, ThreadCache& cache) noexcept {
+void Allocator<Config>::Heap::deallocate_remembered(PageEntry e, void* p, PageIndex page,
+                                                    std::byte* chunk, ThreadCache& cache,
+                                                    const char* call) noexcept {
   if (HeapProfiler::enabled()) [[unlikely]]
     return heap().deallocate_slow(p, call);  // (which asks the profiler)
   if constexpr (MediumClasses::kEnabled && !Config::kAllocatedRunsTree) {
     if (e.kind() == PageKind::Large && heap_detail::is_aligned(p, kPageSize)) {
       const unsigned medium_class = MediumClasses::class_of_entry_length(e.pages().value());
       if (medium_class != MediumClasses::kNone) {
-        switch (cache.try_push_medium(medium_class, p, entry)) {
+        switch (cache.try_push_medium(medium_class, p, page_entry(chunk, page))) {
           case ThreadCache::MediumPush::kDone: return;
           case ThreadCache::MediumPush::kTick: return cache.medium_tick();
           case ThreadCache::MediumPush::kFull:
