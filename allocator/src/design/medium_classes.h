@@ -70,11 +70,9 @@ struct MediumClassTable {
     return kHolding[(size + kPageSize - 1) >> kLgPageSize];
   }
   // The class whose length is exactly `pages` (a freed block's), or kNone: one compare and one
-  // load of a byte, on free's path.
+  // load of a byte.
   static constexpr unsigned class_of_length(std::size_t pages) {
-    if (pages > kMaxPages) return kNone;
-    const unsigned c = kOfLength[pages];
-    return c == kNoClass ? kNone : c;
+    return pages >= kEntryLengths ? kNone : class_of_entry_length(pages);
   }
   // class_of_length for the length in a page entry (below 2^10 pages): one load of a byte.
   static constexpr unsigned class_of_entry_length(std::size_t pages) {
@@ -115,16 +113,10 @@ struct MediumClassTable {
     }
     return holding;
   }();
-  // Each page count's class if a class has exactly that length, else kNoClass.
   static constexpr std::uint8_t kNoClass = 0xff;
   static_assert(kCount < kNoClass, "a class is a byte");
-  static constexpr auto kOfLength = [] {
-    std::array<std::uint8_t, kMaxPages + 1> of_length{};
-    for (auto& c : of_length) c = kNoClass;
-    for (unsigned c = 0; c < kCount; ++c) of_length[kPages[c]] = std::uint8_t(c);
-    return of_length;
-  }();
-  // The same over every length an entry holds, so that its lookup needs no compare.
+  // Each length an entry holds (every page count below 2^10): its class if a class has exactly
+  // that length, else kNoClass; so that free's lookup needs no compare of the length.
   static constexpr std::size_t kEntryLengths = 1024;
   static_assert(kMaxPages < kEntryLengths);
   static constexpr auto kOfEntryLength = [] {
