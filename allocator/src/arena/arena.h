@@ -28,6 +28,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
+#include <type_traits>
 #include <utility>
 
 #include <sched.h>
@@ -45,6 +47,7 @@
 #include "os/clock.h"
 #include "pagemap/intrusive_list.h"
 #include "pagemap/page_map.h"
+#include "pagemap/zero_start_array.h"
 #include "support/lock.h"
 
 namespace pagemalloc {
@@ -182,18 +185,33 @@ class Allocator<Config>::Arena {
         neighbours_(neighbours),
         pal_(this, huge),
         runs_(pal_),
+        stashes_(),
         stash_slots_{},
         remote_ring_slots_{} {
     runs_.set_dirty_runs_first(Config::kDirtyRunsFirst);
   }
-  // For an arena placed in memory of its own, a fresh anonymous mapping (which reads zero):
-  // the stashes and the rings' slots (most of the arena's size) are left unwritten, so that
-  // an arena that never uses them (an explicit one) never makes their pages resident. A stash
-  // slot is only read after it was written; a ring's slots must read null, as they do.
+  // For an arena placed in memory that reads zero (the library's .bss, or a fresh anonymous
+  // mapping): the stashes, their slots and the rings' slots (most of the arena's size) are left
+  // unwritten, so that an arena that never uses them (an explicit one, or a small program's)
+  // never makes their pages resident. A stash's zero bytes are an empty stash; a stash slot is
+  // only read after it was written; a ring's slots must read null, as they do.
   struct LeaveStashesUnwritten {};
   Arena(unsigned index, HugeManager* huge, ArenaNeighbours neighbours, LeaveStashesUnwritten)
-      : index_(index), neighbours_(neighbours), pal_(this, huge), runs_(pal_) {
+      : index_(index),
+        neighbours_(neighbours),
+        pal_(this, huge),
+        runs_(runs_unwritten(pal_)),
+        stashes_(kUnwritten) {
     runs_.set_dirty_runs_first(Config::kDirtyRunsFirst);
+  }
+  // Whether a stash's zero bytes are an empty stash, as the unwritten constructor assumes (for
+  // the suite).
+  static bool stash_starts_as_zero_bytes() { return zero_bytes_construct<Stash>(); }
+  // A run manager that can leave its tables unwritten in memory that reads zero does.
+  static Runs runs_unwritten(ArenaChunks& pal) {
+    if constexpr (std::is_constructible_v<Runs, ArenaChunks&, ZeroStartUnwritten>)
+      return Runs(pal, kUnwritten);
+    else return Runs(pal);
   }
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -304,11 +322,11 @@ class Allocator<Config>::Arena {
   // stash's (the order every path takes them in).
   void lock_for_fork() {
     lock_.lock();
-    for (auto& set : stashes_)
+    for (StashSet& set : used_stash_sets())
       for (Stash& s : set) s.lock.lock();
   }
   void unlock_after_fork() {
-    for (auto& set : stashes_)
+    for (StashSet& set : used_stash_sets())
       for (Stash& s : set) s.lock.unlock();
     lock_.unlock();
   }
@@ -343,6 +361,9 @@ class Allocator<Config>::Arena {
    private:
     std::atomic<unsigned> count_{0};
   };
+  using StashSet = std::array<Stash, kNumClasses>;
+  // The sets a thread can pick (stash_set_here): the others' stashes stay empty and unwritten.
+  std::span<StashSet> used_stash_sets() { return {stashes_.begin(), stash_sets()}; }
   // Slots 0 .. stashes_[set][c].count() - 1 of class c's stash in the set hold free regions.
   void** stash_of(unsigned set, unsigned size_class) {
     return stash_slots_[set] + kStashOffsets[size_class];
@@ -492,7 +513,7 @@ class Allocator<Config>::Arena {
   ArenaChunks pal_;
   Runs runs_;
   SlabBin bins_[kNumClasses];
-  Stash stashes_[kMaxStashSets][kNumClasses];
+  ZeroStartArray<StashSet, kMaxStashSets> stashes_;
   MetaPool<Slab> slab_pool_;
   std::size_t allocated_ = 0;
   std::size_t blocks_ = 0;

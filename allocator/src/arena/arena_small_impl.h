@@ -133,7 +133,7 @@ bool Allocator<Config>::Arena::stash_whole(void* const* regions, unsigned n, boo
 template <class Config>
 typename Allocator<Config>::Arena::HandedOut Allocator<Config>::Arena::stash_handed_out() {
   HandedOut total;
-  for (auto& set : stashes_) {
+  for (StashSet& set : used_stash_sets()) {
     for (unsigned c = 0; c < kNumClasses; ++c) {
       Stash& stash = set[c];
       LockGuard guard(stash.lock);
@@ -266,7 +266,7 @@ bool Allocator<Config>::Arena::region_is_free(Slab* slab, const void* p) {
   const SizeClass& sc = kSizeClasses[slab->size_class];
   LockGuard guard(lock_);
   collect_remote(slab->size_class);  // a region waiting in the inbox is free too
-  for (unsigned set = 0; set < kMaxStashSets; ++set) {
+  for (unsigned set = 0; set < stash_sets(); ++set) {
     Stash& stash = stashes_[set][slab->size_class];
     LockGuard stash_guard(stash.lock);
     for (unsigned i = 0; i < stash.count(); ++i)
@@ -279,7 +279,7 @@ bool Allocator<Config>::Arena::region_is_free(Slab* slab, const void* p) {
 // Requires: lock_ held.
 template <class Config>
 void Allocator<Config>::Arena::unstash_all() {
-  for (unsigned set = 0; set < kMaxStashSets; ++set) {
+  for (unsigned set = 0; set < stash_sets(); ++set) {
     for (unsigned size_class = 0; size_class < kNumClasses; ++size_class) {
       Stash& stash = stashes_[set][size_class];
       // A hint, read without the lock: an empty stash costs no lock (a program may trim after

@@ -53,7 +53,7 @@ void Allocator<Config>::Arena::reset() {
     bin.current = nullptr;
     bin.partial = {};
   }
-  for (auto& set : stashes_) {
+  for (StashSet& set : used_stash_sets()) {
     for (Stash& stash : set) {
       LockGuard stash_guard(stash.lock);
       stash.set_count(0);

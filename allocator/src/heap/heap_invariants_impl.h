@@ -222,6 +222,10 @@ const char* Allocator<Config>::Arena::check_blocks() {
     }
     for (unsigned set = 0; set < kMaxStashSets; ++set) {
       Stash& stash = stashes_[set][c];
+      if (set >= stash_sets()) {  // no thread picks it: empty, and read without writing
+        if (stash.count() != 0 || stash.handed_out != 0) return "an unused stash set holds regions";
+        continue;
+      }
       LockGuard stash_guard(stash.lock);
       if (stash.count() > stash_capacity(c)) return "a bin's stash holds more than its capacity";
       const SizeClass& sc = kSizeClasses[c];

@@ -17,6 +17,7 @@
 
 #include "pagemap/intrusive_list.h"
 #include "pagemap/run_manager_core.h"
+#include "pagemap/zero_start_array.h"
 
 namespace pagemalloc {
 
@@ -37,12 +38,18 @@ class PagemapRuns : public RunManagerCore<PagemapRuns<P>, PagemapNode, P> {
  public:
   static constexpr const char* kName = "pagemap";
   using Core::Core;
+  // Requires: the manager's memory reads zero (an arena's): the free lists' heads are left
+  // unwritten (16 KiB that a small program would otherwise make resident).
+  PagemapRuns(P& pal, ZeroStartUnwritten)
+      : Core(pal), by_length_{ByLength(kUnwritten), ByLength(kUnwritten)} {}
 
  private:
   // Free runs of one kind by exact length: a list per length and a two-level bitmap of the
   // non-empty lists.
   struct ByLength {
-    List lists[kLists];
+    ByLength() = default;
+    explicit ByLength(ZeroStartUnwritten) : lists(kUnwritten) {}
+    ZeroStartArray<List, kLists> lists;
     std::uint64_t words[kWords] = {};
     std::uint64_t summary = 0;
 
