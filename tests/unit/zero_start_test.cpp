@@ -11,7 +11,6 @@
 //     leaves the pages of its unused stash sets and of its unused free lists out of memory.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <cstddef>
 #include <cstring>
@@ -23,14 +22,11 @@
 #include "pagemap/pagemap_runs.h"
 #include "pagemap/testing/pal_fake.h"
 #include "pagemap/zero_start_array.h"
+#include "resident_pages.h"
 #include "support/lock.h"
 
 namespace pagemalloc {
 namespace {
-
-// Makes the compiler keep the stores to p before it (a constructor's object is otherwise taken
-// to start undefined, and the stores dead).
-void keep_stores(void* p) { asm volatile("" : : "r"(p) : "memory"); }
 
 struct StartsAtSeven {
   int value = 7;
@@ -54,13 +50,6 @@ class FreshMapping {
   FreshMapping(const FreshMapping&) = delete;
   FreshMapping& operator=(const FreshMapping&) = delete;
   [[nodiscard]] std::byte* base() const { return base_; }
-  // Whether the page holding p is in memory.
-  [[nodiscard]] bool resident(const void* p) const {
-    const long page = sysconf(_SC_PAGESIZE);
-    const auto at = reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t(page - 1);
-    unsigned char in = 0;
-    return mincore(reinterpret_cast<void*>(at), std::size_t(page), &in) == 0 && (in & 1) != 0;
-  }
 
  private:
   std::size_t bytes_;
@@ -71,7 +60,7 @@ TEST(ZeroStartArrayTest, OrdinaryConstructionConstructsEveryElementOverAnyBytes)
   using Array = ZeroStartArray<StartsAtSeven, 100>;
   alignas(Array) std::byte storage[sizeof(Array)];
   std::memset(storage, 0xa5, sizeof storage);
-  keep_stores(storage);
+  compiler_sees_bytes(storage);
   auto* array = ::new (static_cast<void*>(storage)) Array();
   for (const StartsAtSeven& e : *array) EXPECT_EQ(e.value, 7);
   EXPECT_EQ(array->end() - array->begin(), 100);
@@ -81,7 +70,7 @@ TEST(ZeroStartArrayTest, UnwrittenConstructionLeavesEveryByte) {
   using Array = ZeroStartArray<NodeList, 64>;
   alignas(Array) std::byte storage[sizeof(Array)];
   std::memset(storage, 0x5a, sizeof storage);
-  keep_stores(storage);
+  compiler_sees_bytes(storage);
   ::new (static_cast<void*>(storage)) Array(kUnwritten);
   for (std::byte b : storage) ASSERT_EQ(b, std::byte{0x5a});
 }
@@ -89,7 +78,7 @@ TEST(ZeroStartArrayTest, UnwrittenConstructionLeavesEveryByte) {
 TEST(ZeroStartArrayTest, UnwrittenOverZeroBytesGivesEmptyLists) {
   using Array = ZeroStartArray<NodeList, 64>;
   alignas(Array) std::byte storage[sizeof(Array)] = {};
-  keep_stores(storage);
+  compiler_sees_bytes(storage);
   auto* lists = ::new (static_cast<void*>(storage)) Array(kUnwritten);
   Node a{}, b{};
   for (NodeList& list : *lists) EXPECT_TRUE(list.empty());
@@ -152,14 +141,12 @@ TEST(ZeroStartArrayTest, AnArenaBuiltUnwrittenKeepsItsUnusedTablesOutOfMemory) {
     got += arena->alloc_batch(4, blocks.data() + got, unsigned(blocks.size()) - got);
   ASSERT_EQ(got, blocks.size());
   arena->free_batch(blocks.data(), got, "test");
-  // The last page of the arena's stash sets and of its mostly-dirty free lists: written by
-  // nothing above.
-  EXPECT_FALSE(memory.resident(memory.base() + sizeof(Arena) - 1));
-  std::size_t resident = 0;
-  const long page = sysconf(_SC_PAGESIZE);
-  for (std::size_t off = 0; off < sizeof(Arena); off += std::size_t(page))
-    resident += memory.resident(memory.base() + off) ? 1 : 0;
-  EXPECT_LT(resident * std::size_t(page), std::size_t{48} << 10)
+  // The arena's last page (its rings' slots): written by nothing above.
+  using test::resident_pages;
+  EXPECT_EQ(resident_pages(memory.base() + sizeof(Arena) - 1, 1), 0u);
+  const std::size_t resident =
+      resident_pages(memory.base(), (sizeof(Arena) + kPageSize - 1) / kPageSize);
+  EXPECT_LT(resident * kPageSize, std::size_t{48} << 10)
       << "of an arena of " << sizeof(Arena) << " bytes";
 }
 

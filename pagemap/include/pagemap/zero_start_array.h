@@ -17,6 +17,12 @@
 
 namespace pagemalloc {
 
+// Makes the compiler take the bytes at p as touched by code it cannot see: stores before the
+// call are kept, and the bytes after it are the memory's, even where a constructor has just
+// begun an object (GCC otherwise takes a new object's bytes as undefined until written: its
+// lifetime dead-store elimination).
+inline void compiler_sees_bytes(const void* p) { asm volatile("" : : "r"(p) : "memory"); }
+
 struct ZeroStartUnwritten {};
 inline constexpr ZeroStartUnwritten kUnwritten{};
 
@@ -28,10 +34,8 @@ class ZeroStartArray {
   ZeroStartArray() {
     for (std::size_t i = 0; i < N; ++i) ::new (static_cast<void*>(bytes_ + i * sizeof(T))) T();
   }
-  // Requires: the array's memory reads zero. The compiler takes a constructed object's bytes
-  // to be undefined until written (GCC's lifetime dead-store elimination): the empty asm, which
-  // it must assume may have written them, makes them the memory's own.
-  explicit ZeroStartArray(ZeroStartUnwritten) { asm volatile("" : : "r"(bytes_) : "memory"); }
+  // Requires: the array's memory reads zero.
+  explicit ZeroStartArray(ZeroStartUnwritten) { compiler_sees_bytes(bytes_); }
   ZeroStartArray(const ZeroStartArray&) = delete;
   ZeroStartArray& operator=(const ZeroStartArray&) = delete;
 
@@ -41,7 +45,6 @@ class ZeroStartArray {
   [[nodiscard]] const T* begin() const { return std::launder(reinterpret_cast<const T*>(bytes_)); }
   [[nodiscard]] T* end() { return begin() + N; }
   [[nodiscard]] const T* end() const { return begin() + N; }
-  [[nodiscard]] static constexpr std::size_t size() { return N; }
 
  private:
   alignas(T) std::byte bytes_[sizeof(T) * N];
@@ -53,7 +56,7 @@ template <class T>
 bool zero_bytes_construct() {
   alignas(T) std::byte bytes[sizeof(T)];
   std::memset(bytes, 0xa5, sizeof bytes);
-  asm volatile("" : : "r"(bytes) : "memory");  // the constructor sees the 0xa5s
+  compiler_sees_bytes(bytes);  // the constructor is given the 0xa5s
   T* object = ::new (static_cast<void*>(bytes)) T();
   __builtin_clear_padding(object);
   std::array<std::byte, sizeof(T)> zero{};
