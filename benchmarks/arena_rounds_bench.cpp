@@ -24,8 +24,10 @@
 //   BumpMallocx        pm_mallocx(S, PM_ARENA(i)) of a PM_ARENA_BUMP arena, pm_arena_reset(i)
 //   BumpResource       pagemalloc::ArenaResource (a bump arena) through memory_resource&
 //   BumpCursorInline   a C program's path: pm_arena_bump_inline(&cursor, S) of a
-//                      PM_ARENA_BUMP arena (pagemalloc.h), pm_arena_reset(i)
-//   BumpCursorCall     a binding's path that can only call: pm_arena_bump(&cursor, S, 0)
+//                      PM_ARENA_BUMP arena (pagemalloc.h), pm_arena_bump_free_inline per
+//                      early free, pm_arena_reset(i)
+//   BumpCursorCall     a binding's path that can only call: pm_arena_bump(&cursor, S, 0),
+//                      pm_free
 //   MonotonicVirtual   Monotonic through memory_resource& (a virtual call per chunk, as a pmr
 //                      container makes; Monotonic's calls are resolved at compile time)
 //   PlainArena         pm_mallocx(S, PM_ARENA(i)) of a pm_arena_create() arena (slabs and
@@ -154,7 +156,13 @@ class BumpCursor {
     if constexpr (kInline) return pm_arena_bump_inline(&cursor_, size);
     return pm_arena_bump(&cursor_, size, 0);
   }
-  void free_one(void* p, std::size_t) { pm_free(p); }
+  void free_one(void* p, std::size_t) {
+    if constexpr (kInline) {
+      pm_arena_bump_free_inline(&cursor_, p);
+    } else {
+      pm_free(p);
+    }
+  }
   void end_round(const Chunks&, const std::size_t*, const bool*) {
     pm_arena_reset(arena_);
     cursor_.next = cursor_.end = cursor_.begin = nullptr;  // as pagemalloc.h asks

@@ -373,6 +373,72 @@ TEST(BumpArenaBlocks, CursorCallAfterAResetTakesASpanOfTheNewRound) {
   EXPECT_EQ(arena_stats(arena.index()).blocks, 2u);
 }
 
+// pm_arena_bump_free_inline: a live block of the cursor's span since its last flush is freed
+// inline (the cursor's count drops by one, its bytes by the block's); any other block (bumped
+// before a flush, another owner's, aligned with a gap before it) takes pm_free. The arena's
+// statistics count every free either way.
+TEST(BumpArenaBlocks, CursorInlineFreeCountsEveryBlockItFrees) {
+  ScopedBumpArena arena;
+  pm_bump_cursor cursor{};
+  cursor.arena = arena.index();
+  struct Block {
+    void* p;
+    std::size_t size;
+    unsigned salt;
+  };
+  std::vector<Block> live;
+  std::size_t live_bytes = 0;
+  std::size_t inline_frees = 0;
+  for (std::size_t i = 0; i < 3000; ++i) {
+    const std::size_t size = i % 101 == 0 ? 16 * KiB : (i * 37) % 700;
+    void* p = i % 7 == 0 ? pm_arena_bump(&cursor, size, PM_ALIGN(256))
+                         : pm_arena_bump_inline(&cursor, size);
+    ASSERT_NE(p, nullptr);
+    fill(p, size, unsigned(i));
+    live.push_back(Block{p, size, unsigned(i)});
+    live_bytes += bump_usable(size);
+    if (i % 500 == 499) pm_arena_bump_flush(&cursor);  // the blocks before it take the call
+    if (i % 3 == 0 && live.size() > 4) {
+      void* const q = live[live.size() - 4].p;
+      live_bytes -= bump_usable(live[live.size() - 4].size);
+      live.erase(live.end() - 4);
+      const bool in_span = q >= cursor.begin && q < cursor.next;
+      const std::size_t blocks_before = cursor.blocks;
+      pm_arena_bump_free_inline(&cursor, q);
+      if (in_span) {
+        EXPECT_EQ(cursor.blocks, blocks_before - 1) << "block " << i - 3 << " freed inline";
+        ++inline_frees;
+      } else {
+        EXPECT_EQ(cursor.blocks, blocks_before) << "block " << i - 3 << " took the call";
+      }
+    }
+  }
+  void* leased = pm_mallocx(64, arena.flags());  // the thread's lease, not the cursor's span
+  pm_arena_bump_free_inline(&cursor, leased);
+  EXPECT_GT(inline_frees, 500u);
+  for (const Block& b : live) {
+    ASSERT_TRUE(intact(b.p, b.size, b.salt)) << "block " << b.salt << " lost its bytes";
+    ASSERT_EQ(pm_sallocx(b.p, 0), bump_usable(b.size)) << "block " << b.salt << " is live";
+  }
+  pm_arena_bump_flush(&cursor);
+  EXPECT_EQ(arena_stats(arena.index()).blocks, live.size());
+  EXPECT_EQ(arena_stats(arena.index()).allocated, live_bytes);
+}
+
+TEST(BumpArenaBlocks, CursorInlineFreeOfANoFreeArenaCountsNothing) {
+  ScopedBumpArena arena(PM_ARENA_BUMP | PM_ARENA_NO_FREE);
+  pm_bump_cursor cursor{};
+  cursor.arena = arena.index();
+  void* p = pm_arena_bump_inline(&cursor, 100);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(cursor.freeable, 0u);
+  pm_arena_bump_free_inline(&cursor, p);
+  EXPECT_EQ(cursor.blocks, 1u);
+  EXPECT_EQ(pm_sallocx(p, 0), bump_usable(100)) << "the block stays live until the reset";
+  pm_arena_bump_flush(&cursor);
+  EXPECT_EQ(arena_stats(arena.index()).blocks, 1u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Reset and destroy.
 
@@ -520,6 +586,25 @@ TEST(BumpArenaClass, IsHeldByValueAndMoved) {
   EXPECT_EQ(moved.stats().blocks, 1001u);
 }
 
+// deallocate frees a block of the span the arena bumps from inline and any other (of an
+// earlier span, or larger than 16 KiB) through pm_free: the live count is right either way.
+TEST(BumpArenaClass, DeallocateCountsBlocksOfEverySpan) {
+  pagemalloc::BumpArena arena;
+  std::vector<void*> blocks;
+  for (std::size_t i = 0; i < 20000; ++i) {
+    const std::size_t size = i % 1000 == 0 ? 64 * KiB : 16 + i % 200;
+    blocks.push_back(arena.allocate(size));
+    std::memset(blocks.back(), int(i), size);
+    if (i % 2 == 1) arena.deallocate(blocks[i - 1]);  // the block before: mostly in the span
+  }
+  for (std::size_t i = 0; i < blocks.size(); i += 3)
+    if (i % 2 == 1) arena.deallocate(blocks[i]);  // older spans' blocks too
+  std::size_t live = 0;
+  for (std::size_t i = 0; i < blocks.size(); ++i) live += i % 2 == 1 && i % 3 != 0 ? 1 : 0;
+  EXPECT_EQ(arena.stats().blocks, live);
+  EXPECT_GT(arena.stats().active, 2 * kBumpRegionSize) << "the blocks spanned several spans";
+}
+
 TEST(BumpArenaClass, NoFreeDeallocateDoesNothing) {
   pagemalloc::BumpArena arena(PM_ARENA_NO_FREE);
   void* p = arena.allocate(100);
@@ -615,6 +700,43 @@ TEST_F(BumpMisuseDeathTest, DoubleFreeIsReported) {
         pm_free(p);
       },
       "pagemalloc: pm_free\\(0x[0-9a-f]+\\): double free");
+}
+
+// The inline frees report what pm_free reports: they leave every doubtful block to it.
+TEST_F(BumpMisuseDeathTest, InlineFreesReportDoubleFreesAndPointersIntoBlocks) {
+  EXPECT_DEATH(
+      {
+        pagemalloc::BumpArena arena;
+        void* p = arena.allocate(64);
+        arena.deallocate(p);
+        arena.deallocate(p);
+      },
+      "pagemalloc: pm_free\\(0x[0-9a-f]+\\): double free");
+  EXPECT_DEATH(
+      {
+        pm_bump_cursor cursor{};
+        cursor.arena = pm_arena_create_ex(PM_ARENA_BUMP);
+        void* p = pm_arena_bump_inline(&cursor, 64);
+        pm_arena_bump_free_inline(&cursor, p);
+        pm_arena_bump_free_inline(&cursor, p);
+      },
+      "pagemalloc: pm_free\\(0x[0-9a-f]+\\): double free");
+  EXPECT_DEATH(
+      {
+        pm_bump_cursor cursor{};
+        cursor.arena = pm_arena_create_ex(PM_ARENA_BUMP);
+        auto* p = static_cast<char*>(pm_arena_bump_inline(&cursor, 64));
+        pm_arena_bump_free_inline(&cursor, p + 8);
+      },
+      "pagemalloc: pm_free\\(0x[0-9a-f]+\\): not the start of a block");
+  EXPECT_DEATH(
+      {
+        pm_bump_cursor cursor{};
+        cursor.arena = pm_arena_create_ex(PM_ARENA_BUMP);
+        auto* p = static_cast<char*>(pm_arena_bump_inline(&cursor, 64));
+        pm_arena_bump_free_inline(&cursor, p + 32);
+      },
+      "pagemalloc: pm_free\\(0x[0-9a-f]+\\): double free \\(or not a block");
 }
 
 TEST_F(BumpMisuseDeathTest, InteriorPointerAndWrongSizeAreReported) {

@@ -160,9 +160,10 @@ class BumpArena {
   }
 
   // A block of this arena: counted as freed (its memory comes back at reset), or nothing
-  // with PM_ARENA_NO_FREE.
+  // with PM_ARENA_NO_FREE. A block of the span it bumps from is freed inline; others (and
+  // misuse, which is reported) take pm_free.
   void deallocate(void* p) noexcept {
-    if (!no_free_ && p != nullptr) pm_free(p);
+    if (!no_free_) pm_arena_bump_free_inline(&cursor_, p);
   }
 
   // The block p of old_size bytes (as allocated or last reallocated), now of new_size: in

@@ -124,7 +124,9 @@ unsigned pm_arena_create_ex(unsigned flags);
  * rest, then calls pm_arena_bump, which serves the block (from a new span when this one is
  * full) and returns NULL with errno = ENOMEM (EINVAL: arena names no bump arena);
  * pm_arena_bump_flush hands the counts to the arena. After pm_arena_reset of the arena, the
- * owner sets next, end and begin to NULL, blocks and skipped to 0 before bumping again. */
+ * owner sets next, end and begin to NULL, blocks and skipped to 0 before bumping again.
+ * freeable is set by the library with each span: 1 when the arena's blocks may be freed one
+ * by one (no PM_ARENA_NO_FREE). */
 typedef struct pm_bump_cursor {
   char* next;
   char* end;
@@ -135,6 +137,7 @@ typedef struct pm_bump_cursor {
   unsigned arena;
   unsigned epoch;
   unsigned span;
+  unsigned freeable;
 } pm_bump_cursor;
 void* pm_arena_bump(pm_bump_cursor* cursor, size_t size, int flags);
 void pm_arena_bump_flush(pm_bump_cursor* cursor);
@@ -162,6 +165,29 @@ static inline void* pm_arena_bump_inline(pm_bump_cursor* cursor, size_t size) {
     *cursor = copy;
     return refilled;
   }
+}
+
+/* pm_free(p) of a block of the cursor's arena: inline when p is a live block the cursor
+ * bumped since its counts were last handed to the arena (the block's length entry marked
+ * freed, its count and bytes taken off the cursor's: a compare, a load and three stores), else
+ * the call, which serves every other block and reports misuse (a double free, a pointer into a
+ * block). With PM_ARENA_NO_FREE every block takes the call. */
+static inline void pm_arena_bump_free_inline(pm_bump_cursor* cursor, void* p) {
+  /* One compare for both tests: p in [begin, next) and 16-aligned (begin is), the offset
+   * rotated right by 4 so that an unaligned one is out of range. */
+  const size_t offset = (size_t)p - (size_t)cursor->begin;
+  const size_t granule = (offset >> 4) | (offset << (sizeof(size_t) * 8 - 4));
+  if (granule < ((size_t)cursor->next - (size_t)cursor->begin) >> 4 && cursor->freeable) {
+    unsigned short* const entry = (unsigned short*)(((size_t)p >> 3) + cursor->size_map);
+    const unsigned length = *entry;
+    if (length - 1u < 0x7FFFu) { /* live: 1 to 0x7FFF granules (freed: the top bit set) */
+      *entry = (unsigned short)(length | 0x8000u);
+      --cursor->blocks;
+      cursor->skipped += (size_t)length << 4; /* bytes bumped: next - begin - skipped */
+      return;
+    }
+  }
+  pm_free(p);
 }
 
 typedef struct pm_arena_stats {

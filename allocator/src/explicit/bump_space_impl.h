@@ -131,6 +131,7 @@ bool Allocator<Config>::BumpSpace::lend_region(pm_bump_cursor& cursor, std::size
   cursor.skipped = 0;
   cursor.epoch = epoch;
   cursor.span = span;
+  cursor.freeable = freeable_ ? 1u : 0u;
   return true;
 }
 
