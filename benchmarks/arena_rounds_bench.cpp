@@ -27,7 +27,7 @@
 //                      PM_ARENA_BUMP arena (pagemalloc.h), pm_arena_bump_free_inline per
 //                      early free, pm_arena_reset(i)
 //   BumpCursorCall     a binding's path that can only call: pm_arena_bump(&cursor, S, 0),
-//                      pm_free
+//                      pm_arena_bump_free(&cursor, p)
 //   MonotonicVirtual   Monotonic through memory_resource& (a virtual call per chunk, as a pmr
 //                      container makes; Monotonic's calls are resolved at compile time)
 //   PlainArena         pm_mallocx(S, PM_ARENA(i)) of a pm_arena_create() arena (slabs and
@@ -160,7 +160,7 @@ class BumpCursor {
     if constexpr (kInline) {
       pm_arena_bump_free_inline(&cursor_, p);
     } else {
-      pm_free(p);
+      pm_arena_bump_free(&cursor_, p);
     }
   }
   void end_round(const Chunks&, const std::size_t*, const bool*) {

@@ -141,6 +141,8 @@ typedef struct pm_bump_cursor {
 } pm_bump_cursor;
 void* pm_arena_bump(pm_bump_cursor* cursor, size_t size, int flags);
 void pm_arena_bump_flush(pm_bump_cursor* cursor);
+/* pm_arena_bump_free_inline (below) as a call, for a binding that can only call. */
+void pm_arena_bump_free(pm_bump_cursor* cursor, void* ptr);
 
 /* A block of size bytes (16-byte aligned) bumped from the cursor: inline while its span has
  * room (an add, a compare and three stores, as pagemalloc::BumpArena's), else pm_arena_bump
@@ -181,9 +183,9 @@ static inline void pm_arena_bump_free_inline(pm_bump_cursor* cursor, void* p) {
     unsigned short* const entry = (unsigned short*)(((size_t)p >> 3) + cursor->size_map);
     const unsigned length = *entry;
     if (length - 1u < 0x7FFFu) { /* live: 1 to 0x7FFF granules (freed: the top bit set) */
+      cursor->skipped += (size_t)length << 4; /* bytes bumped: next - begin - skipped */
       *entry = (unsigned short)(length | 0x8000u);
       --cursor->blocks;
-      cursor->skipped += (size_t)length << 4; /* bytes bumped: next - begin - skipped */
       return;
     }
   }
