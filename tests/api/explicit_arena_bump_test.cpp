@@ -425,6 +425,33 @@ TEST(BumpArenaBlocks, CursorInlineFreeCountsEveryBlockItFrees) {
   EXPECT_EQ(arena_stats(arena.index()).allocated, live_bytes);
 }
 
+// pm_arena_bump_free, the call a binding makes: the inline free for a cursor of the arena's
+// current epoch, pm_free for any other cursor (or none).
+TEST(BumpArenaBlocks, CursorFreeCallFreesInlineOnlyForACursorOfTheCurrentEpoch) {
+  ScopedBumpArena arena;
+  pm_bump_cursor cursor{};
+  cursor.arena = arena.index();
+  void* a = pm_arena_bump(&cursor, 100, 0);
+  void* b = pm_arena_bump(&cursor, 200, 0);
+  void* c = pm_arena_bump(&cursor, 300, 0);
+  ASSERT_NE(c, nullptr);
+  pm_arena_bump_free(&cursor, a);
+  EXPECT_EQ(cursor.blocks, 2u) << "a block of the span, freed inline";
+  pm_arena_bump_free(nullptr, b);
+  EXPECT_EQ(cursor.blocks, 2u) << "no cursor: pm_free";
+  pm_arena_bump_flush(&cursor);
+  EXPECT_EQ(arena_stats(arena.index()).blocks, 1u);
+  EXPECT_EQ(arena_stats(arena.index()).allocated, bump_usable(300));
+  // Misuse, with checks off: a cursor kept across a reset. Its span may be lent again, so its
+  // counts are not touched; the block goes to pm_free.
+  void* d = pm_arena_bump(&cursor, 64, 0);
+  ASSERT_NE(d, nullptr);
+  ASSERT_EQ(pm_arena_reset(arena.index()), 0);
+  const std::size_t stale_blocks = cursor.blocks;
+  pm_arena_bump_free(&cursor, d);
+  EXPECT_EQ(cursor.blocks, stale_blocks) << "a stale cursor's free took the inline path";
+}
+
 TEST(BumpArenaBlocks, CursorInlineFreeOfANoFreeArenaCountsNothing) {
   ScopedBumpArena arena(PM_ARENA_BUMP | PM_ARENA_NO_FREE);
   pm_bump_cursor cursor{};
@@ -737,6 +764,22 @@ TEST_F(BumpMisuseDeathTest, InlineFreesReportDoubleFreesAndPointersIntoBlocks) {
         pm_arena_bump_free_inline(&cursor, p + 32);
       },
       "pagemalloc: pm_free\\(0x[0-9a-f]+\\): double free \\(or not a block");
+}
+
+// A cursor not cleared after a reset: the call sees its old epoch and leaves the block to
+// pm_free, which reports the block of the earlier round (checks on).
+TEST_F(BumpMisuseDeathTest, CursorFreeCallAfterTheResetIsReported) {
+  EXPECT_DEATH(
+      {
+        turn_checks_on();
+        pm_bump_cursor cursor{};
+        cursor.arena = pm_arena_create_ex(PM_ARENA_BUMP);
+        void* p = pm_arena_bump(&cursor, 64, 0);
+        pm_arena_reset(cursor.arena);
+        pm_arena_bump_free(&cursor, p);
+      },
+      "pagemalloc: pm_free\\(0x[0-9a-f]+\\): double free \\(or not a block: its arena was "
+      "reset\\?\\)");
 }
 
 TEST_F(BumpMisuseDeathTest, InteriorPointerAndWrongSizeAreReported) {

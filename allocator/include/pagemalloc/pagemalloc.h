@@ -141,7 +141,9 @@ typedef struct pm_bump_cursor {
 } pm_bump_cursor;
 void* pm_arena_bump(pm_bump_cursor* cursor, size_t size, int flags);
 void pm_arena_bump_flush(pm_bump_cursor* cursor);
-/* pm_arena_bump_free_inline (below) as a call, for a binding that can only call. */
+/* pm_arena_bump_free_inline (below) as a call, for a binding that can only call; it also
+ * checks that the cursor's span is of its arena's current epoch (a cursor not cleared after
+ * pm_arena_reset or pm_arena_destroy frees through pm_free, which reports the misuse). */
 void pm_arena_bump_free(pm_bump_cursor* cursor, void* ptr);
 
 /* A block of size bytes (16-byte aligned) bumped from the cursor: inline while its span has
@@ -173,7 +175,8 @@ static inline void* pm_arena_bump_inline(pm_bump_cursor* cursor, size_t size) {
  * bumped since its counts were last handed to the arena (the block's length entry marked
  * freed, its count and bytes taken off the cursor's: a compare, a load and three stores), else
  * the call, which serves every other block and reports misuse (a double free, a pointer into a
- * block). With PM_ARENA_NO_FREE every block takes the call. */
+ * block). With PM_ARENA_NO_FREE every block takes the call. The cursor must be cleared after
+ * a reset, as for pm_arena_bump_inline. */
 static inline void pm_arena_bump_free_inline(pm_bump_cursor* cursor, void* p) {
   /* One compare for both tests: p in [begin, next) and 16-aligned (begin is), the offset
    * rotated right by 4 so that an unaligned one is out of range. */

@@ -42,13 +42,7 @@ void* pm_arena_bump(pm_bump_cursor* cursor, size_t size, int flags) {
   return Api::arena_bump(cursor, size, flags);
 }
 void pm_arena_bump_flush(pm_bump_cursor* cursor) { Api::arena_bump_flush(cursor); }
-void pm_arena_bump_free(pm_bump_cursor* cursor, void* ptr) {
-  if (cursor == nullptr) {
-    pm_free(ptr);
-    return;
-  }
-  pm_arena_bump_free_inline(cursor, ptr);
-}
+void pm_arena_bump_free(pm_bump_cursor* cursor, void* ptr) { Api::arena_bump_free(cursor, ptr); }
 int pm_arena_reset(unsigned arena) { return Api::arena_reset(arena); }
 int pm_arena_destroy(unsigned arena) { return Api::arena_destroy(arena); }
 int pm_arena_stats_get(unsigned arena, pm_arena_stats* out) {

@@ -87,6 +87,13 @@ struct PmApi {
     const auto f = decode_flags(flags);
     return heap().bump_from_cursor(*cursor, size, f.align, f.zero);
   }
+  // The inline free, for a cursor whose span is of its arena's current epoch: a cursor left
+  // as it was after a reset or destroy (misuse) frees through pm_free, which reports it.
+  static void arena_bump_free(pm_bump_cursor* cursor, void* p) {
+    if (cursor != nullptr && heap().cursor_is_current(*cursor)) [[likely]]
+      return pm_arena_bump_free_inline(cursor, p);
+    free(p);
+  }
   static void arena_bump_flush(pm_bump_cursor* cursor) {
     if (cursor != nullptr) heap().flush_cursor(*cursor);
   }

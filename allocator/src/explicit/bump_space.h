@@ -165,9 +165,13 @@ class Allocator<Config>::BumpSpace {
     std::atomic_ref<char*>(cursor.next).store(block + stride, std::memory_order_relaxed);
     *BumpSizeMap::entry(cursor, reinterpret_cast<std::uintptr_t>(block)) =
         std::uint16_t(stride / kBumpGranule);
-    std::atomic_ref<std::size_t>(cursor.blocks)
-        .store(cursor.blocks + 1, std::memory_order_relaxed);
+    std::atomic_ref<std::size_t>(cursor.blocks).store(cursor.blocks + 1, std::memory_order_relaxed);
     return block;
+  }
+  // Whether the cursor's span is of this bump arena's current epoch (no reset or destroy
+  // since it was lent): pm_arena_bump_free's test before it frees a block of the span inline.
+  [[nodiscard]] bool lent_this_epoch(const pm_bump_cursor& cursor) const {
+    return bump_ && cursor.epoch == epoch_.load(std::memory_order_acquire);
   }
   // pm_arena_bump: a block from the cursor, refilled with a new region when full.
   void* allocate_from_cursor(pm_bump_cursor& cursor, std::size_t size, std::size_t align);

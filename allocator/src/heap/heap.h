@@ -105,6 +105,11 @@ class Allocator<Config>::Heap {
     ExplicitArena* e = explicit_.find(cursor.arena);
     return e != nullptr ? e->bump.bump_current(cursor, size) : nullptr;
   }
+  // pm_arena_bump_free's test: the cursor's span is of its arena's current epoch.
+  bool cursor_is_current(const pm_bump_cursor& cursor) {
+    ExplicitArena* e = explicit_.find(cursor.arena);
+    return e != nullptr && e->bump.lent_this_epoch(cursor);
+  }
   void flush_cursor(pm_bump_cursor& cursor);
   // What pm_mallocx gives for this request in the arena if it is a bump arena and the block
   // is bumped; else 0.
