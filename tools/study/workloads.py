@@ -59,8 +59,9 @@ ARENA_KINDS = ["BareBump", "BumpArena", "BumpCursorInline", "BumpCursorCall", "B
 ARENA_TITLES = {
     "BareBump": "bare bump pointer (pre-faulted buffer)",
     "BumpArena": "pagemalloc::BumpArena",
-    "BumpCursorInline": "pm_arena_bump_inline(&cursor, size): C's inline path",
-    "BumpCursorCall": "pm_arena_bump(&cursor, size, 0): one call a block",
+    "BumpCursorInline": ("pm_arena_bump_inline(&cursor, size), pm_arena_bump_free_inline:"
+                         " C's inline path"),
+    "BumpCursorCall": "pm_arena_bump(&cursor, size, 0), pm_arena_bump_free: one call a block",
     "BumpMallocx": "pm_mallocx(PM_ARENA(bump arena))",
     "BumpResource": "pagemalloc::ArenaResource (bump)",
     "Monotonic": "std::pmr::monotonic_buffer_resource",
