@@ -284,16 +284,18 @@ def arena_figure(data, path):
     figure, axis = plt.subplots(figsize=(11, 4.5))
     for i, kind in enumerate(kinds):
         mids = [(median(data["cases"][c].get(kind, [])) or 0) / 1e3 for c in cases]
-        axis.bar([x + i * width for x in range(len(cases))], mids, width, label=ARENA_TITLES[kind])
+        axis.bar([x + i * width for x in range(len(cases))], mids, width, label=ARENA_TITLES[kind],
+                 color=plt.cm.tab20(i))  # (more kinds than the default cycle's 10 colours)
     axis.set_xticks([x + 0.4 - width / 2 for x in range(len(cases))],
                     [c.split(":")[-1] for c in cases])
     axis.set(title="1600 chunks written, then released: one round (CPU time)",
              xlabel="chunk size (bytes)", ylabel="µs per round, lower is better")
     axis.set_yscale("log")
     axis.grid(True, axis="y", alpha=0.3)
-    axis.legend(fontsize=7, ncol=2)
+    # Below the axes: inside, the legend hid the tallest bars.
+    axis.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.2))
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(figure)
 
 
