@@ -729,6 +729,13 @@ TEST_F(BumpMisuseDeathTest, DoubleFreeIsReported) {
       "pagemalloc: pm_free\\(0x[0-9a-f]+\\): double free");
 }
 
+// A cursor of a new bump arena, and the first block it bumps inline (64 bytes).
+char* first_block_of_a_new_cursor(pm_bump_cursor& cursor) {
+  cursor = pm_bump_cursor{};
+  cursor.arena = pm_arena_create_ex(PM_ARENA_BUMP);
+  return static_cast<char*>(pm_arena_bump_inline(&cursor, 64));
+}
+
 // The inline frees report what pm_free reports: they leave every doubtful block to it.
 TEST_F(BumpMisuseDeathTest, InlineFreesReportDoubleFreesAndPointersIntoBlocks) {
   EXPECT_DEATH(
@@ -739,31 +746,18 @@ TEST_F(BumpMisuseDeathTest, InlineFreesReportDoubleFreesAndPointersIntoBlocks) {
         arena.deallocate(p);
       },
       "pagemalloc: pm_free\\(0x[0-9a-f]+\\): double free");
+  pm_bump_cursor cursor;
   EXPECT_DEATH(
       {
-        pm_bump_cursor cursor{};
-        cursor.arena = pm_arena_create_ex(PM_ARENA_BUMP);
-        void* p = pm_arena_bump_inline(&cursor, 64);
+        char* p = first_block_of_a_new_cursor(cursor);
         pm_arena_bump_free_inline(&cursor, p);
         pm_arena_bump_free_inline(&cursor, p);
       },
       "pagemalloc: pm_free\\(0x[0-9a-f]+\\): double free");
-  EXPECT_DEATH(
-      {
-        pm_bump_cursor cursor{};
-        cursor.arena = pm_arena_create_ex(PM_ARENA_BUMP);
-        auto* p = static_cast<char*>(pm_arena_bump_inline(&cursor, 64));
-        pm_arena_bump_free_inline(&cursor, p + 8);
-      },
-      "pagemalloc: pm_free\\(0x[0-9a-f]+\\): not the start of a block");
-  EXPECT_DEATH(
-      {
-        pm_bump_cursor cursor{};
-        cursor.arena = pm_arena_create_ex(PM_ARENA_BUMP);
-        auto* p = static_cast<char*>(pm_arena_bump_inline(&cursor, 64));
-        pm_arena_bump_free_inline(&cursor, p + 32);
-      },
-      "pagemalloc: pm_free\\(0x[0-9a-f]+\\): double free \\(or not a block");
+  EXPECT_DEATH(pm_arena_bump_free_inline(&cursor, first_block_of_a_new_cursor(cursor) + 8),
+               "pagemalloc: pm_free\\(0x[0-9a-f]+\\): not the start of a block");
+  EXPECT_DEATH(pm_arena_bump_free_inline(&cursor, first_block_of_a_new_cursor(cursor) + 32),
+               "pagemalloc: pm_free\\(0x[0-9a-f]+\\): double free \\(or not a block");
 }
 
 // A cursor not cleared after a reset: the call sees its old epoch and leaves the block to
