@@ -452,6 +452,29 @@ TEST(BumpArenaBlocks, CursorFreeCallFreesInlineOnlyForACursorOfTheCurrentEpoch) 
   EXPECT_EQ(cursor.blocks, stale_blocks) << "a stale cursor's free took the inline path";
 }
 
+// A null pointer, and a cursor that holds no span yet: both go to pm_free, which does nothing
+// with null; the counts stay as they were.
+TEST(BumpArenaBlocks, CursorFreesOfNullAndOfACursorWithNoSpanChangeNothing) {
+  ScopedBumpArena arena;
+  pm_bump_cursor empty{};
+  empty.arena = arena.index();
+  pm_arena_bump_free_inline(&empty, nullptr);
+  pm_arena_bump_free(&empty, nullptr);
+  EXPECT_EQ(empty.blocks, 0u);
+  pm_bump_cursor cursor{};
+  cursor.arena = arena.index();
+  ASSERT_NE(pm_arena_bump_inline(&cursor, 48), nullptr);
+  pm_arena_bump_free_inline(&cursor, nullptr);
+  pm_arena_bump_free(&cursor, nullptr);
+  EXPECT_EQ(cursor.blocks, 1u);
+  pagemalloc::BumpArena bump;
+  (void)bump.allocate(48);
+  bump.deallocate(nullptr);
+  EXPECT_EQ(bump.stats().blocks, 1u);
+  pm_arena_bump_flush(&cursor);
+  EXPECT_EQ(arena_stats(arena.index()).blocks, 1u);
+}
+
 TEST(BumpArenaBlocks, CursorInlineFreeOfANoFreeArenaCountsNothing) {
   ScopedBumpArena arena(PM_ARENA_BUMP | PM_ARENA_NO_FREE);
   pm_bump_cursor cursor{};

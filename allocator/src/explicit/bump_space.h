@@ -156,17 +156,9 @@ class Allocator<Config>::BumpSpace {
   // pm_arena_bump's first try: a block of 16-byte alignment from the cursor's span while the
   // span is of the current epoch and has room; nullptr otherwise. No lock.
   void* bump_current(pm_bump_cursor& cursor, std::size_t size) {
-    if (cursor.epoch != epoch_.load(std::memory_order_acquire)) return nullptr;
-    // The stride is 0 for a size of 0 or of nearly SIZE_MAX: stride - 1 wraps, and the one
-    // compare sends those and blocks over kBumpMaxBlock to the slow path.
-    const std::size_t stride = (size + kBumpGranule - 1) & ~(kBumpGranule - 1);
-    char* const block = cursor.next;
-    if (stride - 1 >= kBumpMaxBlock || stride > std::size_t(cursor.end - block)) return nullptr;
-    std::atomic_ref<char*>(cursor.next).store(block + stride, std::memory_order_relaxed);
-    *BumpSizeMap::entry(cursor, reinterpret_cast<std::uintptr_t>(block)) =
-        std::uint16_t(stride / kBumpGranule);
-    std::atomic_ref<std::size_t>(cursor.blocks).store(cursor.blocks + 1, std::memory_order_relaxed);
-    return block;
+    if (size > kBumpMaxBlock || cursor.epoch != epoch_.load(std::memory_order_acquire))
+      return nullptr;
+    return bump(cursor, size, kBumpGranule);
   }
   // Whether the cursor's span is of this bump arena's current epoch (no reset or destroy
   // since it was lent): pm_arena_bump_free's test before it frees a block of the span inline.
