@@ -211,6 +211,44 @@ TEST(MediumBins, TheBoundOfAllThreadsStopsGrowthAndAnIdleBinIsEmptied) {
   EXPECT_EQ(sink.given.size(), next - 1) << "every block pushed came back once";
 }
 
+TEST(MediumBins, PushesThatFindNoRoomEmptyTheThreadsIdleBinsForTheLengthsItUsesNow) {
+  // A thread moves to another length while the bound of all threads is taken, its own share by
+  // a bin of a length it no longer uses: within 2 * kStarvedLook refused pushes that bin is
+  // emptied and the new length's bin grows, while a bin the thread still uses keeps its room.
+  Sink sink;
+  std::vector<std::unique_ptr<FakeBins>> threads;
+  threads.push_back(std::make_unique<FakeBins>());
+  FakeBins& mover = *threads.front();
+  std::uintptr_t next = 1;
+  ASSERT_TRUE(push_in_use(mover, 6, fake(next++), sink));  // a length still in use
+  for (unsigned i = 0; i < FakeBins::kSlots; ++i)
+    ASSERT_TRUE(push_in_use(mover, 7, fake(next++), sink));  // the length left behind
+  while (FakeBins::claimed_by_all().load() + FakeTable::bytes(0) <= FakeBins::kAllBytes) {
+    threads.push_back(std::make_unique<FakeBins>());  // other threads take the rest of the bound
+    for (unsigned i = 0; i < FakeBins::kSlots; ++i) {
+      if (!push_in_use(*threads.back(), 0, fake(next), sink)) break;
+      ++next;
+    }
+  }
+  const std::size_t given_before = sink.given.size();
+  unsigned refused = 0;
+  for (unsigned i = 0; i < 2 * FakeBins::kStarvedLook; ++i) {
+    void* in_use = mover.pop(6);  // the length in use: a pop and a push between the looks
+    ASSERT_NE(in_use, nullptr);
+    ASSERT_TRUE(mover.try_push(6, in_use));
+    if (push_in_use(mover, 0, fake(next), sink)) break;
+    ++refused;
+  }
+  EXPECT_EQ(refused, 2 * FakeBins::kStarvedLook - 1) << "the second look made room";
+  EXPECT_EQ(mover.count(0), 1u);
+  EXPECT_EQ(mover.limit(7), 0u) << "the idle bin was emptied";
+  EXPECT_EQ(sink.given.size() - given_before, FakeBins::kSlots) << "its blocks went back";
+  EXPECT_EQ(mover.limit(6), 1u) << "the bin in use keeps its room";
+  EXPECT_EQ(mover.check(), nullptr);
+  for (auto& bins : threads) bins->empty_all(sink.fn());
+  EXPECT_EQ(FakeBins::claimed_by_all().load(), 0u);
+}
+
 TEST(MediumStash, KeepsEachClassLastInFirstOutWithinItsBounds) {
   auto stash = std::make_unique<pagemalloc::MediumStash<EighthTable>>();
   EXPECT_EQ(stash->take(3), nullptr);

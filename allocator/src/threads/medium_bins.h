@@ -33,6 +33,8 @@ class MediumBins {
  public:
   static constexpr unsigned kClasses = MediumClasses::kCount;
   static constexpr unsigned kSlots = 16;  // blocks per bin at most
+  // Pushes refused for want of room between two looks at idle bins (starved_look, below).
+  static constexpr unsigned kStarvedLook = 2 * kSlots;
   static constexpr std::size_t kAllBytes = std::size_t{32} << 20;
   static constexpr std::size_t kThreadBytes = kAllBytes;
 
@@ -105,7 +107,7 @@ class MediumBins {
     bin.store(used);
     unsigned count = bin.load_count();
     if (!grow(c)) {
-      if (count == 0) return false;
+      if (count == 0 && !(starved_look(give_back) && grow(c))) return false;
       const unsigned n = (count + 1) / 2;
       give_back(slots, n);
       for (unsigned i = n; i < count; ++i) slots[i - n] = slots[i];
@@ -116,8 +118,8 @@ class MediumBins {
     return true;
   }
 
-  // Empties every bin that saw no push or pop since the last call and gives its limit back;
-  // give_back as push's.
+  // Empties every bin that saw no push or pop since the last look (this or starved_look) and
+  // gives its limit back; give_back as push's.
   template <class GiveBack>
   void trim_idle(GiveBack give_back) {
     for (unsigned c = 0; c < kClasses; ++c) {
@@ -205,6 +207,21 @@ class MediumBins {
     void store_count(unsigned n) { store((load() & ~std::uint64_t{0xff}) | n); }
   };
 
+  // A push to a bin of limit 0 that the bounds would not grow (its thread's other bins hold
+  // them): every kStarvedLook of these, a look as trim_idle's, so that the bins of the lengths
+  // a thread stopped using give their room to the lengths it uses now within 2 × kStarvedLook
+  // pushes, not the decay ticks' two looks (up to a second; a program that moves from blocks
+  // of 64-256 KiB to blocks of 256 KiB-1 MiB, docs/measurements.md). True if it looked. A
+  // thread whose lengths hold more than the bounds at once looks every kStarvedLook starved
+  // pushes, and a bin that none of them used since the look before gives its room away.
+  template <class GiveBack>
+  bool starved_look(GiveBack& give_back) {
+    if (++starved_ < kStarvedLook) return false;
+    starved_ = 0;
+    trim_idle(give_back);
+    return true;
+  }
+
   // Raises class c's limit by one within both bounds.
   bool grow(unsigned c) {
     Word& bin = words_[c];
@@ -235,6 +252,7 @@ class MediumBins {
   std::array<std::array<void*, kSlots>, kBins> slots_{};
   std::array<std::uint32_t, kBins> uses_seen_{};  // each bin's uses at trim_idle's last look
   std::size_t held_limits_ = 0;                   // sum over bins of limit * class bytes, claimed
+  unsigned starved_ = 0;                          // starved pushes since starved_look's last look
 };
 
 }  // namespace pagemalloc
