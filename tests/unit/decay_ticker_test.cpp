@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "build_config.h"
+#include "design/placement.h"
 #include "pagemalloc/pagemalloc.h"
 
 namespace {
@@ -23,6 +24,12 @@ class DecayTicker : public ::testing::Test {
     pm_free(pm_malloc(64));  // the thread's cache exists before the blocks below
   }
   void TearDown() override { pm_ctl("decay_ms", nullptr, &saved_decay_); }
+  // A large run past the medium classes (a freed medium block would wait in the thread's bins),
+  // within a chunk of every design's.
+  static constexpr std::size_t kLargeRun =
+      pagemalloc::BuildMediumClasses::kEnabled
+          ? pagemalloc::BuildMediumClasses::kMaxMediumSize + 16 * pagemalloc::kPageSize
+          : std::size_t{1} << 20;
   long saved_decay_ = 0;
 
   static pm_stats stats() {
@@ -57,7 +64,7 @@ TEST_F(DecayTicker, SmallCallsReturnAFreedRunsPagesAfterTheDecay) {
   // back: each merge makes the run freshly freed again, so it never ages past the decay.
   if (pagemalloc::BuildConfig::kReleaseCurrentSlab)
     GTEST_SKIP() << "slabs released and taken again beside the run keep it young";
-  constexpr std::size_t kBlock = 1 << 20;  // a large run
+  constexpr std::size_t kBlock = kLargeRun;
   auto* p = static_cast<char*>(pm_malloc(kBlock));
   ASSERT_NE(p, nullptr);
   std::memset(p, 1, kBlock);
@@ -71,7 +78,7 @@ TEST_F(DecayTicker, SmallCallsReturnAFreedRunsPagesAfterTheDecay) {
 TEST_F(DecayTicker, SmallCallsOfOneClassReturnAFreedRunsPagesAfterTheDecay) {
   if (pagemalloc::BuildConfig::kReleaseCurrentSlab)
     GTEST_SKIP() << "slabs released and taken again beside the run keep it young";
-  constexpr std::size_t kBlock = 1 << 20;
+  constexpr std::size_t kBlock = kLargeRun;
   auto* p = static_cast<char*>(pm_malloc(kBlock));
   ASSERT_NE(p, nullptr);
   std::memset(p, 1, kBlock);

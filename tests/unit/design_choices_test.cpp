@@ -5,6 +5,7 @@
 
 #include <pagemalloc/pagemalloc.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -116,14 +117,20 @@ TEST(DesignChoices, FreedPagesAreReusedBeforeFreshOnesOrNotAsTheDesignSays) {
   ASSERT_NE(arena, 0u);
   constexpr std::size_t kPage = pagemalloc::kPageSize;
   const std::size_t usable = pagemalloc::ChunkLayout::kUsablePages.value();
-  auto* freed = static_cast<std::byte*>(pm_mallocx(100 * kPage, PM_ARENA(arena)));
+  // A's pages: longer than the large-run cache keeps and than the medium classes, so that its
+  // free takes it back to the run manager.
+  const std::size_t a_pages =
+      std::max<std::size_t>(100, pagemalloc::BuildMediumClasses::kMaxPages + 4);
+  const std::size_t fresh = usable - a_pages - 18 - 20;  // the filler's pages
+  auto* freed = static_cast<std::byte*>(pm_mallocx(a_pages * kPage, PM_ARENA(arena)));
   void* wall = pm_mallocx(18 * kPage, PM_ARENA(arena));  // (18 pages: a medium class too)
-  auto* filler = static_cast<std::byte*>(pm_mallocx((usable - 138) * kPage, PM_ARENA(arena)));
+  auto* filler = static_cast<std::byte*>(pm_mallocx(fresh * kPage, PM_ARENA(arena)));
   ASSERT_TRUE(freed != nullptr && wall != nullptr && filler != nullptr);
-  ASSERT_EQ(filler, freed + 118 * kPage) << "a fresh arena carves its chunk from the start";
-  pm_free(freed);  // longer than the large-run cache keeps: back to the run manager
+  ASSERT_EQ(filler, freed + (a_pages + 18) * kPage)
+      << "a fresh arena carves its chunk from the start";
+  pm_free(freed);
   void* got = pm_mallocx(18 * kPage, PM_ARENA(arena));
-  EXPECT_EQ(got, BuildConfig::kDirtyRunsFirst ? freed : filler + (usable - 138) * kPage);
+  EXPECT_EQ(got, BuildConfig::kDirtyRunsFirst ? freed : filler + fresh * kPage);
   EXPECT_EQ(pagemalloc::heap().check_invariants(), nullptr);
   for (void* p : {got, wall, static_cast<void*>(filler)}) pm_free(p);
   EXPECT_EQ(pm_arena_destroy(arena), 0);

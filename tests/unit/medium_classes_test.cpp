@@ -298,6 +298,24 @@ TEST_F(MediumBlocks, AFreedBlockComesBackFromTheThreadsCacheAtItsClassLength) {
   pm_free(again);
 }
 
+TEST_F(MediumBlocks, ABlockOfTheLargestClassComesBackFromTheThreadsCache) {
+  // The largest class (1 MiB in today's design): a request a little past the class below it.
+  const std::size_t largest = BuildMediumClasses::kMaxMediumSize;
+  const unsigned top = BuildMediumClasses::kCount - 1;
+  const std::size_t below = top == 0 ? 64 * kKiB : BuildMediumClasses::bytes(top - 1);
+  void* p = pm_malloc(largest);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(pm_malloc_usable_size(p), largest);
+  pm_free(p);
+  EXPECT_EQ(kind_of(p), PageKind::ThreadCached);
+  void* again = pm_malloc(below + 1);
+  EXPECT_EQ(again, p) << "the same class, from the bin";
+  EXPECT_EQ(pm_malloc_usable_size(again), largest);
+  EXPECT_EQ(kind_of(again), PageKind::Large);
+  EXPECT_STREQ(problems(), "(none)");
+  pm_free(again);
+}
+
 TEST_F(MediumBlocks, ManyBlocksOfEveryClassKeepTheBoundsAndTheInvariants) {
   std::mt19937_64 rng(7);
   std::uniform_int_distribution<std::size_t> length(64 * kKiB + 1,
@@ -374,15 +392,16 @@ TEST_F(MediumBlocks, AThreadsExitGivesItsBlocksBack) {
   EXPECT_STREQ(problems(), "(none)");
 }
 
-TEST_F(MediumBlocks, ABlockGrowsInPlaceIntoPagesTheThreadsBinsHeld) {
-  // Two blocks one after the other (a fresh chunk's runs are carved in order).
+// Two blocks of `length` one after the other (a fresh chunk's runs are carved in order), the
+// second freed into its bin, then the first grown to twice its length.
+void grow_into_the_block_a_bin_holds(std::size_t length) {
   std::vector<void*> tried;
   void* a = nullptr;
   void* b = nullptr;
   for (int i = 0; i < 64 && b == nullptr; ++i) {
-    void* p = pm_malloc(128 * kKiB);
-    void* q = pm_malloc(128 * kKiB);
-    if (static_cast<std::byte*>(q) == static_cast<std::byte*>(p) + 128 * kKiB) {
+    void* p = pm_malloc(length);
+    void* q = pm_malloc(length);
+    if (static_cast<std::byte*>(q) == static_cast<std::byte*>(p) + length) {
       a = p;
       b = q;
     } else {
@@ -392,12 +411,24 @@ TEST_F(MediumBlocks, ABlockGrowsInPlaceIntoPagesTheThreadsBinsHeld) {
   }
   ASSERT_NE(b, nullptr) << "no two blocks in a row";
   pm_free(b);
-  ASSERT_EQ(kind_of(b), PageKind::ThreadCached);
-  void* grown = pm_rallocx(a, 256 * kKiB, PM_ALIGN(64));
+  ASSERT_EQ(
+      pagemalloc::load_entry(pagemalloc::chunk_base_of(b), pagemalloc::page_index_of(b)).kind(),
+      PageKind::ThreadCached);
+  void* grown = pm_rallocx(a, 2 * length, PM_ALIGN(64));
   EXPECT_EQ(grown, a) << "grown in place once the bins gave the block after it back";
-  EXPECT_STREQ(problems(), "(none)");
+  EXPECT_EQ(pagemalloc::check_heap_invariants(), nullptr);
   pm_free(grown);
   for (void* p : tried) pm_free(p);
+}
+
+TEST_F(MediumBlocks, ABlockGrowsInPlaceIntoPagesTheThreadsBinsHeld) {
+  grow_into_the_block_a_bin_holds(128 * kKiB);
+}
+
+TEST_F(MediumBlocks, ABlockOfHalfAMebibyteGrowsInPlaceIntoPagesTheThreadsBinsHeld) {
+  if constexpr (BuildMediumClasses::kMaxMediumSize < 1024 * kKiB)
+    GTEST_SKIP() << "this design's medium classes end below 1 MiB";
+  grow_into_the_block_a_bin_holds(512 * kKiB);
 }
 
 class MediumBlocksDeathTest : public MediumBlocks {};

@@ -5,11 +5,11 @@
 // grows and shrinks in place as any large block, and only its length is rounded.
 //
 // Spacing (a Config's kMediumClassesPerDoubling): N classes per doubling above the largest slab
-// class (8: 72, 80, ..., 128 KiB, then 144, 160, ..., 256 KiB, at most 1/8 of a block past its
-// request, like the small classes), each a whole number of pages; 0 is page-exact, a class per
-// page count (every request keeps its own length, and a freed block serves only a request of
-// its own length). The rounding costs address space, not memory: the pages past a request are
-// untouched unless the program writes them.
+// class (8: 72, 80, ..., 128 KiB, then 144, 160, ..., 256 KiB, and on to 1 MiB in today's design,
+// at most 1/8 of a block past its request, like the small classes), each a whole number of
+// pages; 0 is page-exact, a class per page count (every request keeps its own length, and a
+// freed block serves only a request of its own length). The rounding costs address space, not
+// memory: the pages past a request are untouched unless the program writes them.
 #pragma once
 
 #include <array>

@@ -19,7 +19,9 @@
 //   kMaxMediumSize       large requests up to this many bytes are rounded up to a medium class
 //                        and freed into the thread's cache, from which the next request of
 //                        the class takes them with no lock (medium_classes.h, thread_cache.h);
-//                        0: none, every large block goes to its arena (jemalloc in 2008)
+//                        0: none, every large block goes to its arena (jemalloc in 2008);
+//                        1 MiB today (256 KiB, gperftools' largest class, left blocks of
+//                        256 KiB-1 MiB to the arena's lock: docs/measurements.md)
 //   kMediumClassesPerDoubling  the medium classes' spacing: N per doubling, 0 page-exact
 //   kReleaseCurrentSlab  a slab goes back to the run manager as soon as it empties, even the
 //                        one its bin allocates from (jemalloc in 2008); off, that one is kept
@@ -69,7 +71,7 @@ struct DefaultConfig {
   static constexpr bool kTransferStash = true;
   static constexpr unsigned kArenas = 0;
   static constexpr std::size_t kMaxSmallSize = 65536;
-  static constexpr std::size_t kMaxMediumSize = 262144;
+  static constexpr std::size_t kMaxMediumSize = 1048576;
   static constexpr unsigned kMediumClassesPerDoubling = 8;
   static constexpr bool kReleaseCurrentSlab = false;
   static constexpr bool kLargeRunCache = true;

@@ -18,7 +18,9 @@
 // half to the arena in one batch. A bin seen with no push or pop between two looks of the
 // thread's decay ticks (thread_cache.h) is emptied and its limit given back, so a program that
 // stops using a length keeps none of its blocks, and a thread that stops using its bins leaves
-// the bound to the others.
+// the bound to the others. Pushes that find no room while the bounds are taken look the same
+// way every kStarvedLook of them (starved_look), so that a thread that moves to other lengths
+// hands its old bins' room to the new ones within some tens of pushes.
 #pragma once
 
 #include <array>
