@@ -16,8 +16,11 @@ Parts (all by default, in this order):
                   step towards today's, and today's and 2008's designs as three heaps in one
                   process (whole_designs_bench) (papers/tree-overhead/results-2008.md)
   workloads       the talk's small-chunk, thread and large-block workloads and the medium
-                  blocks (64-256 KiB) under glibc, jemalloc, mimalloc, tcmalloc and each
+                  blocks (64 KiB-1 MiB) under glibc, jemalloc, mimalloc, tcmalloc and each
                   pagemalloc variant (papers/allocator-workloads)
+  medium-classes  the medium blocks under six builds of pagemalloc: the medium classes' reach
+                  (256 KiB, 512 KiB, 1 MiB) and spacing (page-exact, 4, 8, 16 per doubling),
+                  one choice at a time (papers/allocator-workloads/medium_classes.md)
   real-programs   python, perl, lua, ruby, sqlite, g++, jq and redis under every allocator by
                   LD_PRELOAD, outputs compared (benchmarks/real_programs)
   cross-thread    programs whose blocks other threads free (pipeline with shallow and deep
@@ -78,6 +81,7 @@ import design_sweep  # noqa: E402
 import heap_profiles  # noqa: E402
 import huge_pages  # noqa: E402
 import instructions  # noqa: E402
+import medium_classes  # noqa: E402
 import memory  # noqa: E402
 import profiles  # noqa: E402
 import tree_overhead  # noqa: E402
@@ -87,16 +91,17 @@ from common import (ROOT, build_tree, clock, log, machine, progress, read_json, 
                     results_directory, run_streamed, shown, text_table, use_quick_outputs,
                     write_json)
 
-PARTS = ["arrow", "tree-overhead", "tree-overhead-2008", "workloads", "real-programs", "cross-thread", "instructions",
+PARTS = ["arrow", "tree-overhead", "tree-overhead-2008", "workloads", "medium-classes", "real-programs", "cross-thread", "instructions",
          "profiles", "heap-profiles", "memory", "huge-pages"]
 # The order they run in, after the builds (the workloads and the real programs before the
 # tree-overhead part, which reports their pagemalloc rows).
-ORDER = ["build", "arrow", "workloads", "real-programs", "tree-overhead", "tree-overhead-2008",
+ORDER = ["build", "arrow", "workloads", "medium-classes", "real-programs", "tree-overhead", "tree-overhead-2008",
          "cross-thread", "instructions", "profiles", "heap-profiles", "memory", "huge-pages"]
 # Each part's nominal minutes on 2 cores (--quick, full run): only the weights of the estimate
 # of the time left, which scales them by the machine's actual speed as the run goes. The build
 # part's are its builds' (BUILD_MINUTES).
-PART_MINUTES = {"arrow": (0.35, 1), "workloads": (0.25, 2), "real-programs": (0.75, 20),
+PART_MINUTES = {"arrow": (0.35, 1), "workloads": (0.25, 2), "medium-classes": (1.5, 8),
+                "real-programs": (0.75, 20),
                 "tree-overhead": (0.4, 3), "tree-overhead-2008": (1.8, 55),
                 "cross-thread": (0.6, 4), "instructions": (0.8, 1), "profiles": (0.7, 2),
                 "heap-profiles": (1.0, 10),
@@ -273,6 +278,10 @@ def main():
         if "workloads" in parts:
             summary["workloads"], _ = workloads.report(info, workload_data)
         progress.finish()
+    if start("medium-classes"):
+        summary["medium-classes"] = medium_classes.report(
+            info, medium_classes.measure(args.quick, args.rounds, args.seed))
+        progress.finish()
     if start("real-programs"):
         real_data = real_programs(args.quick, 1 if args.quick else args.program_rounds, args.seed)
         progress.finish()
@@ -313,7 +322,7 @@ def main():
         progress.finish()
     # The summary in the order of PARTS' reports.
     lines = []
-    for name in ["arrow", "workloads", "tree-overhead", "tree-overhead-2008", "cross-thread",
+    for name in ["arrow", "workloads", "medium-classes", "tree-overhead", "tree-overhead-2008", "cross-thread",
                  "instructions", "profiles", "heap-profiles", "memory", "huge-pages"]:
         if name in summary:
             lines += summary[name] + [""]

@@ -10,8 +10,9 @@ docs/references.md), as docs/design.md fixes the benchmarks:
 
 and one workload of this study's own, not the talk's:
 
-  medium blocks  benchmarks/medium_blocks_bench: 1000 blocks of 64-256 KiB freed and asked for
-                 again at random, 1 (one length, 128 KiB), 4 and 100 live
+  medium blocks  benchmarks/medium_blocks_bench: 1000 blocks of 64 KiB-1 MiB freed and asked for
+                 again at random: 1 live (one length, 128 KiB), 4, 32 and 100 of 64-256 KiB,
+                 1, 4, 32 and 100 of 256 KiB-1 MiB
 
 One process per allocator and round, interleaved (gbench.py): the peers run the benchmarks'
 `Malloc` rows under LD_PRELOAD (glibc: no preload), each pagemalloc variant runs the
