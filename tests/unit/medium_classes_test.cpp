@@ -9,6 +9,7 @@
 
 #include <pagemalloc/pagemalloc.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <random>
@@ -83,6 +84,22 @@ TEST(MediumClassTable, PageExactKeepsEveryLengthAndNoneIsEmpty) {
   EXPECT_FALSE(NoTable::kEnabled);
   EXPECT_EQ(NoTable::kCount, 0u);
   EXPECT_EQ(NoTable::class_holding(20), NoTable::kNone);
+}
+
+// A design's reach is its kMaxMediumSize, at most half a chunk (a medium block is a run of
+// one chunk: the 2008 designs' 1 MiB chunks reach 512 KiB), and none without thread caches.
+struct ReachOfAMebibyte {
+  static constexpr bool kThreadCaches = true;
+  static constexpr std::size_t kMaxMediumSize = 1024 * 1024;
+};
+struct ReachWithoutCaches : ReachOfAMebibyte {
+  static constexpr bool kThreadCaches = false;
+};
+TEST(MediumClasses, TheReachIsAtMostHalfAChunkAndNoneWithoutThreadCaches) {
+  EXPECT_EQ(pagemalloc::kMediumReachOf<ReachOfAMebibyte>,
+            std::min<std::size_t>(1024 * kKiB, pagemalloc::kChunkSize / 2));
+  EXPECT_EQ(pagemalloc::kMediumReachOf<ReachWithoutCaches>, 0u);
+  EXPECT_LE(BuildMediumClasses::kMaxMediumSize, pagemalloc::kChunkSize / 2);
 }
 
 // Fake blocks (never read) on a table of their own (4 classes per doubling, the last 256 KiB),

@@ -23,12 +23,19 @@ struct Placement {
   std::size_t usable = 0;   // bytes the block offers
 };
 
-// The medium classes of a Config (medium_classes.h): none in a design without thread caches,
-// whose blocks would have nowhere to wait for the next request of their class.
+// How far a Config's medium classes reach: none in a design without thread caches, whose blocks
+// would have nowhere to wait for the next request of their class; at most half a chunk, since a
+// medium block is a run of one chunk (a design of 1 MiB chunks reaches 512 KiB).
 template <class Config>
-using MediumClassesOf =
-    MediumClassTable<Config::kMaxSmallSize, Config::kThreadCaches ? Config::kMaxMediumSize : 0,
-                     Config::kMediumClassesPerDoubling>;
+inline constexpr std::size_t kMediumReachOf =
+    !Config::kThreadCaches                    ? 0
+    : Config::kMaxMediumSize < kChunkSize / 2 ? Config::kMaxMediumSize
+                                              : kChunkSize / 2;
+
+// The medium classes of a Config (medium_classes.h).
+template <class Config>
+using MediumClassesOf = MediumClassTable<Config::kMaxSmallSize, kMediumReachOf<Config>,
+                                         Config::kMediumClassesPerDoubling>;
 using BuildMediumClasses = MediumClassesOf<BuildConfig>;
 using NoMediumClasses = MediumClassTable<0, 0, 0>;
 
