@@ -298,6 +298,32 @@ class MediumBlocks : public ::testing::Test {
     const char* problem = pagemalloc::check_heap_invariants();
     return problem == nullptr ? "(none)" : problem;
   }
+  // Two blocks of `length` one after the other (a fresh chunk's runs are carved in order), the
+  // second freed into its bin, then the first grown to twice its length.
+  static void grow_into_the_block_a_bin_holds(std::size_t length) {
+    std::vector<void*> tried;
+    void* a = nullptr;
+    void* b = nullptr;
+    for (int i = 0; i < 64 && b == nullptr; ++i) {
+      void* p = pm_malloc(length);
+      void* q = pm_malloc(length);
+      if (static_cast<std::byte*>(q) == static_cast<std::byte*>(p) + length) {
+        a = p;
+        b = q;
+      } else {
+        tried.push_back(p);
+        tried.push_back(q);
+      }
+    }
+    ASSERT_NE(b, nullptr) << "no two blocks in a row";
+    pm_free(b);
+    ASSERT_EQ(kind_of(b), PageKind::ThreadCached);
+    void* grown = pm_rallocx(a, 2 * length, PM_ALIGN(64));
+    EXPECT_EQ(grown, a) << "grown in place once the bins gave the block after it back";
+    EXPECT_STREQ(problems(), "(none)");
+    pm_free(grown);
+    for (void* p : tried) pm_free(p);
+  }
 };
 
 TEST_F(MediumBlocks, AFreedBlockComesBackFromTheThreadsCacheAtItsClassLength) {
@@ -407,35 +433,6 @@ TEST_F(MediumBlocks, AThreadsExitGivesItsBlocksBack) {
   for (void* p : freed) EXPECT_NE(kind_of(p), PageKind::ThreadCached);
   EXPECT_EQ(pagemalloc::ThreadCache::Medium::claimed_by_all().load(), claimed);
   EXPECT_STREQ(problems(), "(none)");
-}
-
-// Two blocks of `length` one after the other (a fresh chunk's runs are carved in order), the
-// second freed into its bin, then the first grown to twice its length.
-void grow_into_the_block_a_bin_holds(std::size_t length) {
-  std::vector<void*> tried;
-  void* a = nullptr;
-  void* b = nullptr;
-  for (int i = 0; i < 64 && b == nullptr; ++i) {
-    void* p = pm_malloc(length);
-    void* q = pm_malloc(length);
-    if (static_cast<std::byte*>(q) == static_cast<std::byte*>(p) + length) {
-      a = p;
-      b = q;
-    } else {
-      tried.push_back(p);
-      tried.push_back(q);
-    }
-  }
-  ASSERT_NE(b, nullptr) << "no two blocks in a row";
-  pm_free(b);
-  ASSERT_EQ(
-      pagemalloc::load_entry(pagemalloc::chunk_base_of(b), pagemalloc::page_index_of(b)).kind(),
-      PageKind::ThreadCached);
-  void* grown = pm_rallocx(a, 2 * length, PM_ALIGN(64));
-  EXPECT_EQ(grown, a) << "grown in place once the bins gave the block after it back";
-  EXPECT_EQ(pagemalloc::check_heap_invariants(), nullptr);
-  pm_free(grown);
-  for (void* p : tried) pm_free(p);
 }
 
 TEST_F(MediumBlocks, ABlockGrowsInPlaceIntoPagesTheThreadsBinsHeld) {

@@ -16,7 +16,7 @@ Writes results/medium_classes.json, papers/allocator-workloads/medium_classes.md
 medium_classes.png; returns the summary's lines.
 """
 
-import subprocess
+import os
 import tempfile
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from common import (ROOT, build_tree, f_or_dash, fmt_ratio, geomean, machine_lin
                     results_directory, shown, shuffled_rounds, text_table, write_json,
                     write_report)
 from gbench import case_title
-from launched import clean_environment, launcher, parse_result_line
+from launched import run_launched
 
 BUILDS_ROOT = ROOT / "build" / "medium"
 BINARY = "medium_blocks_bench"
@@ -57,8 +57,8 @@ def build_all(builds):
                      "-DPAGEMALLOC_MAX_MEDIUM_SIZE=", "-DPAGEMALLOC_MEDIUM_SPACING="]
         configure += [f"-D{option}={value}" for option, value in options.items()]
         build_tree(f"build/medium/{directory} ({name})", configure,
-                   ["cmake", "--build", str(BUILDS_ROOT / directory), "-j", "2", "--target",
-                    BINARY])
+                   ["cmake", "--build", str(BUILDS_ROOT / directory), "-j",
+                    os.environ.get("JOBS", "2"), "--target", BINARY])
 
 
 def cases(binary):
@@ -68,19 +68,19 @@ def cases(binary):
 
 
 def run_case(binary, case, min_time, scratch):
-    """One case in a process of its own: {"us": time per round, "maxrss_mib": ...} or None."""
-    result = Path(scratch) / "result.txt"
+    """One case in a process of its own under glibc's malloc (the binary's own pagemalloc
+    serves its Pagemalloc cases): {"us": time per round, "maxrss_mib": ...} or None."""
     out = Path(scratch) / "case.json"
-    command = [str(launcher()), str(result), str(TIMEOUT_S), "--", str(binary),
-               f"--benchmark_filter=^{case}$", f"--benchmark_min_time={min_time}",
-               f"--benchmark_out={out}", "--benchmark_out_format=json"]
-    finished = subprocess.run(command, env=clean_environment(), capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=TIMEOUT_S + 60)
-    if finished.returncode != 0 or not result.exists() or not out.exists():
+    sample, _, _ = run_launched(binary, [f"--benchmark_filter=^{case}$",
+                                         f"--benchmark_min_time={min_time}",
+                                         f"--benchmark_out={out}",
+                                         "--benchmark_out_format=json"],
+                                "glibc", scratch, TIMEOUT_S, checked=False)
+    if not sample["ok"] or not out.exists():
         return None
-    sample = parse_result_line(result.read_text())
     benchmarks = [b for b in read_json(out)["benchmarks"] if not b.get("error_occurred")]
-    if sample["status"] != 0 or sample["timed_out"] or not benchmarks:
+    out.unlink()
+    if not benchmarks:
         return None
     return {"us": benchmarks[0]["real_time"], "maxrss_mib": sample["maxrss_mib"]}
 
