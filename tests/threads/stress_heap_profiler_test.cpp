@@ -267,12 +267,15 @@ TEST_F(HeapProfilerTest, AnIntervalProfileIsWrittenAsTheLiveBytesGrowByTheInterv
 // blocks sampled two times in three (prof_sample 64), and every 64th time asks for the counts
 // and a profile (which it gets, or EDEADLK while its thread is inside the profiler). A handler
 // that waited for the lock its thread holds would never return: a watchdog fails the test
-// after 60 s.
-std::atomic<unsigned> g_handled{0};
+// after 60 s. The next signal is sent once the handler before has returned and the thread has
+// asked again, so that every signal finds the thread asking (one sent while a handler runs
+// would be delivered at its return, before the thread asks anything).
+std::atomic<unsigned> g_entered{0};        // handlers begun
+std::atomic<unsigned> g_handled{0};        // handlers returned
 std::atomic<int> g_handler_dump_error{0};  // a result of pm_prof_dump other than 0 or EDEADLK
 char g_handler_dump_path[128];
 void allocate_in_handler(int) {
-  const unsigned n = g_handled.fetch_add(1, std::memory_order_relaxed);
+  const unsigned n = g_entered.fetch_add(1, std::memory_order_relaxed);
   void* p = pm_malloc(64 * (1 + n % 4));
   if (p != nullptr) std::memset(p, 1, 64);
   pm_free(p);
@@ -281,6 +284,7 @@ void allocate_in_handler(int) {
     const int error = pm_prof_dump(g_handler_dump_path);
     if (error != 0 && error != EDEADLK) g_handler_dump_error.store(error);
   }
+  g_handled.fetch_add(1, std::memory_order_release);
 }
 
 TEST_F(HeapProfilerTest, ASignalHandlerThatAllocatesNeverWaitsForTheProfiler) {
@@ -297,6 +301,7 @@ TEST_F(HeapProfilerTest, ASignalHandlerThatAllocatesNeverWaitsForTheProfiler) {
   for (int i = 0; i < 64; ++i) kept.push_back(pm_malloc(256));  // some of them samples
   const std::size_t live_before = live_samples();
   std::atomic<bool> asking{true}, finished{false};
+  std::atomic<unsigned> questions{0};  // the asker's questions so far
   std::thread watchdog([&finished] {
     for (int i = 0; i < 600 && !finished.load(); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -308,21 +313,29 @@ TEST_F(HeapProfilerTest, ASignalHandlerThatAllocatesNeverWaitsForTheProfiler) {
   std::thread asker([&] {
     std::size_t seen = 0;
     while (asking.load(std::memory_order_relaxed))
-      for (void* p : kept)
+      for (void* p : kept) {
         seen += HeapProfiler::counts().live_samples + HeapProfiler::is_sampled(p);
+        questions.fetch_add(1, std::memory_order_relaxed);
+      }
     EXPECT_GT(seen, 0u);
   });
   const pthread_t target = asker.native_handle();
-  // Each signal is sent once the one before was handled, so that a loaded machine (which
-  // delays delivery) makes the test slower, never a signal lost; 30 s at most.
+  // Each signal is sent once the one before has returned and the thread has asked again, so
+  // that a loaded machine (which delays delivery) makes the test slower, never a signal lost
+  // or one that finds the thread between handlers; 30 s at most.
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const auto wait_for = [&end](const auto& done) {
+    while (!done() && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+  };
   unsigned sent = 0;
   while (g_handled.load() < 2000 && std::chrono::steady_clock::now() < end) {
     const unsigned handled_before = g_handled.load();
+    const unsigned asked_before = questions.load();
+    wait_for([&] { return questions.load() > asked_before; });
     pthread_kill(target, SIGUSR1);
     ++sent;
-    while (g_handled.load() == handled_before && std::chrono::steady_clock::now() < end)
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    wait_for([&] { return g_handled.load() > handled_before; });
   }
   asking = false;
   asker.join();
