@@ -15,6 +15,15 @@
 // Cases: one buffer of 128 KiB replaced (a program's scratch buffer reused); 4, 32 and 100 live
 // blocks of 64-256 KiB (100: 16 MiB live); and 1, 4, 32 and 100 live blocks of 256 KiB-1 MiB
 // (100: 64 MiB live, more than any thread cache keeps).
+//
+//   BM_MediumBlocksOnward<A>/live:L/min_kib:LO/max_kib:HI   (only with --onward)
+//       The same rounds, but the generator is seeded once and carries on from round to round,
+//       as a program's requests never repeat: every round is a new sequence. An allocator
+//       whose heap is back in the same state after a round (every block freed) gives the same
+//       addresses to the repeated sequence and touches the same pages again; with a new
+//       sequence, which pages it touches over many rounds is the measure of its memory.
+//       Cases: 100 live blocks of each range, 1,000 rounds (the same sequence for every
+//       allocator, whatever its speed).
 #include "allocator_calls.h"
 #include "bench_context.h"
 
@@ -24,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <random>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -42,10 +52,11 @@ void write_ends(void* block, std::size_t bytes) {
   benchmark::DoNotOptimize(b);
 }
 
-// One round. Returns false if an allocation failed (every block it made is freed).
+// One round, its lengths and choices drawn from rng. Returns false if an allocation failed
+// (every block it made is freed).
 template <class Allocator>
-bool one_round(std::vector<void*>& live, std::size_t min_bytes, std::size_t max_bytes) {
-  std::mt19937_64 rng(kSeed);
+bool one_round(std::vector<void*>& live, std::size_t min_bytes, std::size_t max_bytes,
+               std::mt19937_64& rng) {
   std::uniform_int_distribution<std::size_t> length_of(min_bytes, max_bytes);
   std::uniform_int_distribution<std::size_t> victim_of(0, live.size() - 1);
   bool ok = true;
@@ -73,19 +84,30 @@ bool one_round(std::vector<void*>& live, std::size_t min_bytes, std::size_t max_
   return ok;
 }
 
-template <class Allocator>
-void BM_MediumBlocks(benchmark::State& state) {
+// Every round from the seed (repeated) or one generator for all rounds (onward).
+enum class Sequence { kRepeated, kOnward };
+
+template <class Allocator, Sequence kSequence>
+void medium_rounds(benchmark::State& state) {
   std::vector<void*> live(static_cast<std::size_t>(state.range(0)), nullptr);
   const auto min_bytes = static_cast<std::size_t>(state.range(1)) * kKiB;
   const auto max_bytes = static_cast<std::size_t>(state.range(2)) * kKiB;
+  std::mt19937_64 onward(kSeed);
   for (auto _ : state) {
-    if (!one_round<Allocator>(live, min_bytes, max_bytes)) {
+    std::mt19937_64 repeated(kSeed);
+    std::mt19937_64& rng = kSequence == Sequence::kOnward ? onward : repeated;
+    if (!one_round<Allocator>(live, min_bytes, max_bytes, rng)) {
       state.SkipWithError("an allocation returned NULL");
       break;
     }
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) *
                           (kReplacements + state.range(0)));
+}
+
+template <class Allocator>
+void BM_MediumBlocks(benchmark::State& state) {
+  medium_rounds<Allocator, Sequence::kRepeated>(state);
 }
 
 void medium_cases(benchmark::internal::Benchmark* b) {
@@ -99,6 +121,35 @@ void medium_cases(benchmark::internal::Benchmark* b) {
 BENCHMARK_TEMPLATE(BM_MediumBlocks, Malloc)->Apply(medium_cases);
 BENCHMARK_TEMPLATE(BM_MediumBlocks, Pagemalloc)->Apply(medium_cases);
 
+constexpr int kOnwardRounds = 1000;
+
+void onward_cases(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"live", "min_kib", "max_kib"});
+  b->Args({100, 64, 256});
+  b->Args({100, 256, 1024});
+  b->Iterations(kOnwardRounds);  // every allocator the same sequence
+  b->Unit(benchmark::kMicrosecond);
+}
+
+// The onward cases, registered only when asked for: the study's workloads keep their cases.
+void register_onward() {
+  benchmark::RegisterBenchmark("BM_MediumBlocksOnward<Malloc>",
+                               medium_rounds<Malloc, Sequence::kOnward>)
+      ->Apply(onward_cases);
+  benchmark::RegisterBenchmark("BM_MediumBlocksOnward<Pagemalloc>",
+                               medium_rounds<Pagemalloc, Sequence::kOnward>)
+      ->Apply(onward_cases);
+}
+
 }  // namespace
 
-int main(int argc, char** argv) { return pagemalloc::bench::run_main(argc, argv); }
+int main(int argc, char** argv) {
+  std::vector<char*> arguments;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--onward") register_onward();
+    else arguments.push_back(argv[i]);
+  }
+  int count = static_cast<int>(arguments.size());
+  arguments.push_back(nullptr);
+  return pagemalloc::bench::run_main(count, arguments.data());
+}

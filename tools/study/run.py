@@ -20,7 +20,9 @@ Parts (all by default, in this order):
                   pagemalloc variant (papers/allocator-workloads)
   medium-classes  the medium blocks under six builds of pagemalloc: the medium classes' reach
                   (256 KiB, 512 KiB, 1 MiB) and spacing (page-exact, 4, 8, 16 per doubling),
-                  one choice at a time (papers/allocator-workloads/medium_classes.md)
+                  one choice at a time (papers/allocator-workloads/medium_classes.md); and
+                  100 live medium blocks alone under each allocator, with repeated and
+                  onward sequences, time and peak RSS (medium_peers.md)
   real-programs   python, perl, lua, ruby, sqlite, g++, jq and redis under every allocator by
                   LD_PRELOAD, outputs compared (benchmarks/real_programs)
   cross-thread    programs whose blocks other threads free (pipeline with shallow and deep
@@ -82,6 +84,7 @@ import heap_profiles  # noqa: E402
 import huge_pages  # noqa: E402
 import instructions  # noqa: E402
 import medium_classes  # noqa: E402
+import medium_peers  # noqa: E402
 import memory  # noqa: E402
 import profiles  # noqa: E402
 import tree_overhead  # noqa: E402
@@ -100,7 +103,7 @@ ORDER = ["build", "arrow", "workloads", "medium-classes", "real-programs", "tree
 # Each part's nominal minutes on 2 cores (--quick, full run): only the weights of the estimate
 # of the time left, which scales them by the machine's actual speed as the run goes. The build
 # part's are its builds' (BUILD_MINUTES).
-PART_MINUTES = {"arrow": (0.35, 1), "workloads": (0.25, 2), "medium-classes": (0.7, 3),
+PART_MINUTES = {"arrow": (0.35, 1), "workloads": (0.25, 2), "medium-classes": (1.0, 5),
                 "real-programs": (0.75, 20),
                 "tree-overhead": (0.4, 3), "tree-overhead-2008": (1.8, 55),
                 "cross-thread": (0.6, 4), "instructions": (0.8, 1), "profiles": (0.7, 2),
@@ -281,6 +284,8 @@ def main():
     if start("medium-classes"):
         summary["medium-classes"] = medium_classes.report(
             info, medium_classes.measure(args.quick, args.rounds, args.seed))
+        summary["medium-classes"] += medium_peers.report(
+            info, medium_peers.measure(args.quick, args.rounds, args.seed))
         progress.finish()
     if start("real-programs"):
         real_data = real_programs(args.quick, 1 if args.quick else args.program_rounds, args.seed)
