@@ -67,17 +67,18 @@ def cases(binary):
     return [line.strip() for line in listing.splitlines() if line.strip()]
 
 
-def run_case(binary, case, min_time, scratch):
-    """One case in a process of its own under glibc's malloc (the binary's own pagemalloc
-    serves its Pagemalloc cases): {"us": time per round, "maxrss_mib": ...} or None."""
+def run_case(binary, case, min_time, scratch, allocator="glibc", extra=()):
+    """One case in a process of its own under an allocator (glibc's malloc: the binary's own
+    pagemalloc serves its Pagemalloc cases; extra: the binary's own arguments): {"us": time
+    per round, "maxrss_mib": ...} or None."""
     out = Path(scratch) / "case.json"
-    sample, _, _ = run_launched(binary, [f"--benchmark_filter=^{case}$",
+    sample, _, _ = run_launched(binary, [*extra, f"--benchmark_filter=^{case}$",
                                          f"--benchmark_min_time={min_time}",
                                          f"--benchmark_out={out}",
                                          "--benchmark_out_format=json"],
-                                "glibc", scratch, TIMEOUT_S, checked=False)
-    if not sample["ok"] or not out.exists():
-        return None
+                                allocator, scratch, TIMEOUT_S, checked=False)
+    if not sample["ok"] or not out.exists() or out.stat().st_size == 0:
+        return None  # (an empty output: the filter matched no case)
     benchmarks = [b for b in read_json(out)["benchmarks"] if not b.get("error_occurred")]
     out.unlink()
     if not benchmarks:
@@ -106,15 +107,16 @@ def measure(quick, rounds, seed):
 
 
 def medians(data):
-    """{build: {case: {"us": median, "maxrss_mib": median, "failed": n}}}."""
+    """{outer: {inner: runs}} (build and case here; case and allocator in medium_peers) as
+    {outer: {inner: {"us": median, "maxrss_mib": median, "failed": n}}}."""
     out = {}
-    for build, by_case in data["samples"].items():
-        out[build] = {}
-        for case, runs in by_case.items():
+    for outer, by_inner in data["samples"].items():
+        out[outer] = {}
+        for inner, runs in by_inner.items():
             good = [r for r in runs if r is not None]
-            out[build][case] = {"us": median([r["us"] for r in good]),
-                                "maxrss_mib": median([r["maxrss_mib"] for r in good]),
-                                "failed": len(runs) - len(good)}
+            out[outer][inner] = {"us": median([r["us"] for r in good]),
+                                 "maxrss_mib": median([r["maxrss_mib"] for r in good]),
+                                 "failed": len(runs) - len(good)}
     return out
 
 

@@ -18,14 +18,12 @@ summary's lines.
 """
 
 import tempfile
-from pathlib import Path
 
+import medium_classes
 from allocators import PEERS, benchmark_binary
-from common import (f_or_dash, fmt_ratio, machine_line, markdown_table, median,
-                    papers_directory, ratio, read_json, results_directory, shown,
-                    shuffled_rounds, text_table, write_json, write_report)
-from gbench import case_title
-from launched import run_launched
+from common import (f_or_dash, fmt_ratio, machine_line, markdown_table, papers_directory,
+                    ratio, results_directory, shown, shuffled_rounds, text_table, write_json,
+                    write_report)
 
 BINARY = "medium_blocks_bench"
 ALLOCATORS = [*PEERS, "pagemalloc"]
@@ -40,25 +38,13 @@ CASES = [  # (title, benchmark name, extra arguments)
      "BM_MediumBlocksOnward<Malloc>/live:100/min_kib:256/max_kib:1024/iterations:1000",
      ["--onward"]),
 ]
-TIMEOUT_S = 300
 
 
 def run_case(case, allocator, min_time, scratch):
     """One case alone under one allocator: {"us": ..., "maxrss_mib": ...} or None."""
     _, name, extra = case
-    out = Path(scratch) / "case.json"
-    sample, _, _ = run_launched(benchmark_binary("pagemap", BINARY),
-                                [*extra, f"--benchmark_filter=^{name}$",
-                                 f"--benchmark_min_time={min_time}", f"--benchmark_out={out}",
-                                 "--benchmark_out_format=json"],
-                                allocator, scratch, TIMEOUT_S, checked=False)
-    if not sample["ok"] or not out.exists() or out.stat().st_size == 0:
-        return None  # (an empty output: the filter matched no case)
-    benchmarks = [b for b in read_json(out)["benchmarks"] if not b.get("error_occurred")]
-    out.unlink()
-    if not benchmarks:
-        return None
-    return {"us": benchmarks[0]["real_time"], "maxrss_mib": sample["maxrss_mib"]}
+    return medium_classes.run_case(benchmark_binary("pagemap", BINARY), name, min_time, scratch,
+                                   allocator, extra)
 
 
 def measure(quick, rounds, seed):
@@ -74,18 +60,6 @@ def measure(quick, rounds, seed):
             "samples": samples}
     write_json(results_directory() / "medium_peers.json", data)
     return data
-
-
-def medians(data):
-    out = {}
-    for case, by_allocator in data["samples"].items():
-        out[case] = {}
-        for allocator, runs in by_allocator.items():
-            good = [r for r in runs if r is not None]
-            out[case][allocator] = {"us": median([r["us"] for r in good]),
-                                    "maxrss_mib": median([r["maxrss_mib"] for r in good]),
-                                    "failed": len(runs) - len(good)}
-    return out
 
 
 def over_best_peer(row, metric):
@@ -110,7 +84,7 @@ def rows_of(table, cases, metric, digits):
 def report(info, data):
     paper = papers_directory() / "allocator-workloads"
     paper.mkdir(parents=True, exist_ok=True)
-    table = medians(data)
+    table = medium_classes.medians(data)
     cases = data["cases"]
     header = ["case", *ALLOCATORS, "pagemalloc / best peer"]
     time_rows = rows_of(table, cases, "us", 1)
