@@ -92,10 +92,9 @@ void medium_rounds(benchmark::State& state) {
   std::vector<void*> live(static_cast<std::size_t>(state.range(0)), nullptr);
   const auto min_bytes = static_cast<std::size_t>(state.range(1)) * kKiB;
   const auto max_bytes = static_cast<std::size_t>(state.range(2)) * kKiB;
-  std::mt19937_64 onward(kSeed);
+  std::mt19937_64 rng(kSeed);
   for (auto _ : state) {
-    std::mt19937_64 repeated(kSeed);
-    std::mt19937_64& rng = kSequence == Sequence::kOnward ? onward : repeated;
+    if constexpr (kSequence == Sequence::kRepeated) rng.seed(kSeed);
     if (!one_round<Allocator>(live, min_bytes, max_bytes, rng)) {
       state.SkipWithError("an allocation returned NULL");
       break;
@@ -145,11 +144,13 @@ void register_onward() {
 
 int main(int argc, char** argv) {
   std::vector<char*> arguments;
+  bool onward = false;
   for (int i = 0; i < argc; ++i) {
-    if (std::string_view(argv[i]) == "--onward") register_onward();
+    if (std::string_view(argv[i]) == "--onward") onward = true;
     else arguments.push_back(argv[i]);
   }
-  int count = static_cast<int>(arguments.size());
+  if (onward) register_onward();
+  const int count = static_cast<int>(arguments.size());
   arguments.push_back(nullptr);
   return pagemalloc::bench::run_main(count, arguments.data());
 }

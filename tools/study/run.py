@@ -103,7 +103,7 @@ ORDER = ["build", "arrow", "workloads", "medium-classes", "real-programs", "tree
 # Each part's nominal minutes on 2 cores (--quick, full run): only the weights of the estimate
 # of the time left, which scales them by the machine's actual speed as the run goes. The build
 # part's are its builds' (BUILD_MINUTES).
-PART_MINUTES = {"arrow": (0.35, 1), "workloads": (0.25, 2), "medium-classes": (1.0, 5),
+PART_MINUTES = {"arrow": (0.35, 1), "workloads": (0.25, 2), "medium-classes": (0.7, 3),
                 "real-programs": (0.75, 20),
                 "tree-overhead": (0.4, 3), "tree-overhead-2008": (1.8, 55),
                 "cross-thread": (0.6, 4), "instructions": (0.8, 1), "profiles": (0.7, 2),
