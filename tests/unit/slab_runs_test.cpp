@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <set>
@@ -95,6 +96,33 @@ TEST(SlabRunsDeathTest, ARegionTwiceInOneRunIsADoubleFree) {
   regions.insert(regions.begin() + 3, regions[2]);  // next to itself: in one run
   EXPECT_DEATH(arena->free_batch(regions.data(), unsigned(regions.size()), "pm_free"),
                "pm_free\\(0x[0-9a-f]+\\): double free");
+}
+
+// A run's regions meet their slab's bitmap a word at a time: one already free there (given
+// back by an earlier flush) is a double free, reported with its own address.
+TEST(SlabRunsDeathTest, ARegionAlreadyFreeInItsSlabIsADoubleFreeNamingIt) {
+  auto arena = std::make_unique<Arena>(4213);
+  std::vector<void*> first = allocate_past_the_stash(*arena);
+  std::vector<void*> second = allocate_past_the_stash(*arena);
+  std::sort(first.begin(), first.end());
+  std::sort(second.begin(), second.end());
+  // To the slabs, but for a neighbour that keeps the freed region's slab from going back to
+  // the run manager.
+  const std::size_t mid = first.size() / 2;
+  void* const again = first[mid];
+  auto page_of = [](void* p) {
+    return reinterpret_cast<std::uintptr_t>(p) >> pagemalloc::kLgPageSize;
+  };
+  const std::size_t kept = page_of(first[mid + 1]) == page_of(again) ? mid + 1 : mid - 1;
+  ASSERT_EQ(pagemalloc::kSizeClasses[kClass].slab_pages, 1u);
+  ASSERT_EQ(page_of(first[kept]), page_of(again)) << "the kept region shares the slab";
+  first.erase(first.begin() + std::ptrdiff_t(kept));
+  arena->free_batch(first.data(), unsigned(first.size()), "pm_free");
+  second.insert(second.begin() + 7, again);
+  char address[32];
+  std::snprintf(address, sizeof address, "%p", again);
+  EXPECT_DEATH(arena->free_batch(second.data(), unsigned(second.size()), "pm_free"),
+               std::string("pm_free\\(") + address + "\\): double free");
 }
 
 TEST(SlabRunsDeathTest, APointerInsideARegionInARunIsReported) {

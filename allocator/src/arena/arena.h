@@ -444,6 +444,10 @@ class Allocator<Config>::Arena {
   // whose room is counted (tests/dropin/hot_text.sh).
   [[gnu::hot, gnu::noinline, gnu::noclone]] unsigned give_back_run(Slab* slab, void* const* regions,
                                                                    unsigned n, const char* call);
+  // Requires: lock_ held. Releases it and reports p's misuse (give_back_run's, out of its
+  // hot text).
+  [[noreturn, gnu::cold, gnu::noinline]] void report_in_run(const void* p, const char* what,
+                                                            const char* call);
   void unstash_all();
   [[gnu::hot]] void free_large_locked(void* p, PageCount pages, const char* call);
   // Requires: lock_ held. A cached large block of `pages` pages, allocated; else nullptr,
