@@ -36,6 +36,8 @@
 #include <thread>
 #include <vector>
 
+#include "address_space.h"
+
 namespace {
 
 constexpr std::size_t KiB = 1024;
@@ -338,21 +340,6 @@ TEST(BadArena, CreateFailsWithEagainOnceEveryIndexIsTaken) {
 
 // ---------------------------------------------------------------------------------------------
 // The OS refuses memory. Runs in a child process: it lowers the address-space limit.
-
-// The process's address space in bytes (VmSize in /proc/self/status); 0 if unreadable. Reads
-// with open/read so that it allocates nothing.
-std::size_t address_space_in_use() {
-  static char text[16384];
-  const int fd = ::open("/proc/self/status", O_RDONLY);
-  if (fd < 0) return 0;
-  const ssize_t length = ::read(fd, text, sizeof(text) - 1);
-  ::close(fd);
-  if (length <= 0) return 0;
-  text[length] = '\0';
-  const char* line = std::strstr(text, "VmSize:");
-  if (line == nullptr) return 0;
-  return std::strtoull(line + 7, nullptr, 10) * 1024;  // the value is in kB
-}
 
 // Writes a line to stderr without allocating; returns `code` for _exit.
 int failed(int code, const char* what) {

@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+
+#include "address_space.h"
 #include "arena/arena.h"
 #include "build_config.h"
 #include "design/size_classes.h"
@@ -98,8 +101,8 @@ TEST(SlabRunsDeathTest, ARegionTwiceInOneRunIsADoubleFree) {
                "pm_free\\(0x[0-9a-f]+\\): double free");
 }
 
-// A run's regions meet their slab's bitmap a word at a time: one already free there (given
-// back by an earlier flush) is a double free, reported with its own address.
+// A region already free in its slab's bitmap (given back by an earlier flush) is a double
+// free, reported with its own address.
 TEST(SlabRunsDeathTest, ARegionAlreadyFreeInItsSlabIsADoubleFreeNamingIt) {
   auto arena = std::make_unique<Arena>(4213);
   std::vector<void*> first = allocate_past_the_stash(*arena);
@@ -123,6 +126,39 @@ TEST(SlabRunsDeathTest, ARegionAlreadyFreeInItsSlabIsADoubleFreeNamingIt) {
   std::snprintf(address, sizeof address, "%p", again);
   EXPECT_DEATH(arena->free_batch(second.data(), unsigned(second.size()), "pm_free"),
                std::string("pm_free\\(") + address + "\\): double free");
+}
+
+// A refill the OS cuts short (no chunk for its next slab) hands out what it took at the batch's
+// start, in the order a whole one would: each region once, those of a slab at descending
+// addresses (the cache pops the lowest first), every one free again at the flush. In a child
+// process under a lowered RLIMIT_AS; its exit code names the first check that failed.
+int refill_cut_short() {
+  auto arena = std::make_unique<Arena>(4214);
+  constexpr unsigned kWanted = 1u << 20;  // 64 MiB of 64-byte regions: more than the limit lets
+  std::vector<void*> out(kWanted, nullptr);
+  rlimit original{};
+  if (::getrlimit(RLIMIT_AS, &original) != 0 || address_space_in_use() == 0) return 10;
+  rlimit lowered = original;
+  lowered.rlim_cur = address_space_in_use() + (std::size_t{16} << 20);
+  if (::setrlimit(RLIMIT_AS, &lowered) != 0) return 11;
+  const unsigned got = arena->alloc_batch(kClass, out.data(), kWanted);
+  if (::setrlimit(RLIMIT_AS, &original) != 0) return 12;
+  if (got == 0 || got >= kWanted) return 13;  // not cut short
+  const std::set<void*> distinct(out.begin(), out.begin() + got);
+  if (distinct.size() != got || distinct.count(nullptr) != 0) return 14;
+  auto page_of = [](void* p) {
+    return reinterpret_cast<std::uintptr_t>(p) >> pagemalloc::kLgPageSize;
+  };
+  for (unsigned i = 0; i + 1 < got; ++i)
+    if (page_of(out[i]) == page_of(out[i + 1]) && out[i] < out[i + 1]) return 15;
+  if (arena->stats().blocks != got) return 16;
+  arena->free_batch(out.data(), got, "test");
+  if (arena->check_blocks() != nullptr || arena->stats().blocks != 0) return 17;
+  return 0;
+}
+
+TEST(SlabRunsDeathTest, ARefillTheOsCutsShortHandsOutWhatItTookInOrder) {
+  EXPECT_EXIT(::_exit(refill_cut_short()), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(SlabRunsDeathTest, APointerInsideARegionInARunIsReported) {
