@@ -297,8 +297,16 @@ TEST_F(HeapProfilerTest, ASignalHandlerThatAllocatesNeverWaitsForTheProfiler) {
   action.sa_flags = SA_RESTART;
   struct sigaction before {};
   ASSERT_EQ(sigaction(SIGUSR1, &action, &before), 0);
+  // The thread's countdown was drawn at the suite's rate (4096 bytes on average), so the first
+  // blocks may all pass unsampled (64 of 256 bytes did about one time in fifty): the thread
+  // keeps allocating until one of its blocks is a sample, so that the asker has one to see.
   std::vector<void*> kept;
-  for (int i = 0; i < 64; ++i) kept.push_back(pm_malloc(256));  // some of them samples
+  bool holds_a_sample = false;
+  for (int i = 0; i < 64 || (!holds_a_sample && i < 4096); ++i) {
+    kept.push_back(pm_malloc(256));
+    holds_a_sample = holds_a_sample || HeapProfiler::is_sampled(kept.back());
+  }
+  ASSERT_TRUE(holds_a_sample) << kept.size() << " blocks of 256 bytes at prof_sample 64";
   const std::size_t live_before = live_samples();
   std::atomic<bool> asking{true}, finished{false};
   std::atomic<unsigned> questions{0};  // the asker's questions so far
