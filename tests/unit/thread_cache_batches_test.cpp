@@ -2,8 +2,8 @@
 // limit each way, but the whole limit for a bin that flows one way only. A bin refilled
 // kProducerRefills times without a flush (a producer's) refills its whole limit; a bin flushed
 // twice without a refill between (a consumer's) flushes all it holds; a bin left idle while
-// the cache ticks flushes what it holds above its initial limit. Each test runs on a fresh
-// thread, whose bins start empty.
+// the cache ticks flushes what it holds above its initial limit; a bin its thread never refilled
+// holds at most its unrefilled limit. Each test runs on a fresh thread, whose bins start empty.
 #include <gtest/gtest.h>
 
 #include <pagemalloc/pagemalloc.h>
@@ -90,6 +90,36 @@ TEST(ThreadCacheBatches, ARefillEndsAConsumersRunOfWholeFlushes) {
     for (void*& p : blocks) p = pm_malloc(kSize);  // refills
     for (void* p : blocks) pm_free(p);
     EXPECT_GT(cache->limit(kClass), limit) << "a bin refilled since its last flush did not grow";
+  });
+}
+
+// A bin whose thread has never refilled it holds at most its unrefilled limit: a thread that
+// frees the blocks of one that exited (whose granules it owns, so that they enter its bins,
+// not its outgoing regions) and never allocates their class keeps no more of them than that.
+// Its first refill opens the bin to its initial limit and takes half of it.
+TEST(ThreadCacheBatches, ABinItsThreadNeverRefilledHoldsAtMostItsUnrefilledLimit) {
+  if (!pagemalloc::BuildConfig::kThreadCaches) GTEST_SKIP() << "a design without thread caches";
+  const unsigned initial = ThreadCache::initial_limit(kClass);
+  const unsigned unrefilled = ThreadCache::unrefilled_limit(kClass);
+  ASSERT_LT(unrefilled, initial);
+  std::vector<void*> blocks;
+  std::thread([&] { blocks = allocated_then_flushed(initial); }).join();  // made, then exited
+  on_fresh_thread([&] {
+    pm_free(pm_malloc(8));  // the thread's cache, and a refill of another class
+    const ThreadCache* cache = ThreadCache::current();
+    ASSERT_NE(cache, nullptr);
+    ASSERT_EQ(cache->limit(kClass), unrefilled);
+    for (void* p : blocks) pm_free(p);
+    ASSERT_EQ(cache->outgoing(kClass), 0u) << "the frees were foreign: the test shows nothing";
+    EXPECT_GT(cache->cached(kClass), 0u);
+    EXPECT_LE(cache->cached(kClass), unrefilled)
+        << "a bin never refilled held more than its unrefilled limit";
+    // Its regions popped, the next allocation refills the bin: half its initial limit.
+    std::vector<void*> popped(cache->cached(kClass) + 1);
+    for (void*& p : popped) p = pm_malloc(kSize);
+    EXPECT_EQ(cache->limit(kClass), initial);
+    EXPECT_EQ(cache->cached(kClass), initial / 2 - 1);
+    for (void* p : popped) pm_free(p);
   });
 }
 

@@ -1,23 +1,26 @@
 // Thread caches: a stack of free regions per size class and thread, so that most small
 // allocations and frees touch no lock (jemalloc's tcache, tcmalloc's thread cache).
 //
-// Each class's stack starts with room for initial_limit(class) regions (64, or 32 KiB worth
-// for the larger classes) and grows, as tcmalloc's free lists do, when a thread frees more of
-// that class than it holds: an overflow raises the class's limit (doubling it, up to
-// capacity(class)) while the thread's budget allows, and only flushes when it does not. A bin
+// Each class's stack starts with room for initial_limit(class) regions (64, or 32 KiB worth for the
+// larger classes), of which it holds at most unrefilled_limit(class) (8 KiB worth) until its thread
+// first refills it: a thread that frees blocks of a class it never allocates (the last thread left,
+// freeing what finished threads made) keeps no more of them than it keeps foreign regions (mleak's
+// main thread held 280 KiB, docs/measurements.md). It grows, as tcmalloc's free lists do, when a
+// thread frees more of that class than it holds: an overflow raises the class's limit (doubling it,
+// up to capacity(class)) while the thread's budget allows, and only flushes when it does not. A bin
 // grows only while the thread allocates more of it than one batch: its own regions if it refilled
 // at least kGrowthRefills times since its last flush (a thread that frees what it did not allocate
 // keeps no more than its first limit: those regions go home, below; and a bin whose count only
-// wanders between its refills and flushes, as with a few live blocks replaced at random, keeps
-// its limit: growing it there only parked regions, which short-lived threads then took from the
-// slabs anew, docs/measurements.md). The budget, kBudgetBytes, bounds the bytes by which one
-// thread's limits may grow above their initial ones. A stack starts in a packed area that holds
-// every class's initial limit one after another (some 18 KiB: a thread that uses a few dozen
-// classes touches a few pages of it, not a page per class). A growth to at most kPackedGrowth slots
-// moves it to room for its new limit taken in turn from a second packed area, so that classes that
-// grow a little share pages too; a larger growth (or one that finds that area full) moves it to
-// room for its largest stack, reserved per class in the cache record, where it grows in place. Each
-// area's pages are touched only as stacks fill them.
+// wanders between its refills and flushes, as with a few live blocks replaced at random, keeps its
+// limit: growing it there only parked regions, which short-lived threads then took from the slabs
+// anew, docs/measurements.md). The budget, kBudgetBytes, bounds the bytes by which one thread's
+// limits may grow above their initial ones. A stack starts in a packed area that holds every
+// class's initial limit one after another (some 18 KiB: a thread that uses a few dozen classes
+// touches a few pages of it, not a page per class). A growth to at most kPackedGrowth slots moves
+// it to room for its new limit taken in turn from a second packed area, so that classes that grow a
+// little share pages too; a larger growth (or one that finds that area full) moves it to room for
+// its largest stack, reserved per class in the cache record, where it grows in place. Each area's
+// pages are touched only as stacks fill them.
 //
 // A cache is filled from its arena and flushed back to it in batches of half its limit, under
 // one lock acquisition each; a bin that only flows one way takes whole ones. A bin refilled
@@ -110,6 +113,16 @@ constexpr unsigned cache_capacity(unsigned size_class) {
                                        : unsigned(by_bytes);
 }
 
+// The regions a bin holds before its thread's first refill of its class: 8 KiB worth, at
+// least 2, at most its initial limit. A thread that frees blocks of a class it has never
+// allocated (the last thread left freeing what finished threads made: every granule is then
+// its own) would not reuse them; the rest of its initial limit opens at that first refill.
+constexpr unsigned cache_unrefilled_limit(unsigned size_class) {
+  const std::size_t by_bytes = (std::size_t{8} << 10) / kAllSizeClasses[size_class].size;
+  const unsigned initial = cache_initial_limit(size_class);
+  return by_bytes < 2 ? 2 : by_bytes > initial ? initial : unsigned(by_bytes);
+}
+
 // The most foreign regions a bin keeps before they go home (outgoing): 8 KiB worth, at least 2.
 constexpr unsigned cache_foreign_limit(unsigned size_class) {
   const std::size_t by_bytes = (std::size_t{8} << 10) / kAllSizeClasses[size_class].size;
@@ -130,7 +143,19 @@ static_assert(std::has_single_bit(kOwnedWords));
 inline constexpr std::uint64_t kOwnedWindowMs = 1000;
 
 // Per class, of every class any design has (a design's classes are the first of these:
-// size_classes.h).
+// size_classes.h): a bin's limit before its first refill, the slots that refill opens, and its
+// foreign limit.
+inline constexpr auto kCacheUnrefilledLimits = [] {
+  std::array<std::uint32_t, kAllClassesCount> limits{};
+  for (unsigned c = 0; c < kAllClassesCount; ++c) limits[c] = cache_unrefilled_limit(c);
+  return limits;
+}();
+inline constexpr auto kCacheOpenedAtFirstRefill = [] {
+  std::array<std::uint32_t, kAllClassesCount> slots{};
+  for (unsigned c = 0; c < kAllClassesCount; ++c)
+    slots[c] = cache_initial_limit(c) - cache_unrefilled_limit(c);
+  return slots;
+}();
 inline constexpr auto kCacheForeignLimits = [] {
   std::array<std::uint32_t, kAllClassesCount> limits{};
   for (unsigned c = 0; c < kAllClassesCount; ++c) limits[c] = cache_foreign_limit(c);
@@ -163,6 +188,9 @@ class Allocator<Config>::ThreadCache {
  public:
   static constexpr unsigned initial_limit(unsigned size_class) {
     return cache_initial_limit(size_class);
+  }
+  static constexpr unsigned unrefilled_limit(unsigned size_class) {
+    return kCacheUnrefilledLimits[size_class];  // a load, where the function divides
   }
   static constexpr unsigned foreign_limit(unsigned size_class) {
     return kCacheForeignLimits[size_class];  // a load, where the function's division is slow
@@ -484,6 +512,7 @@ class Allocator<Config>::ThreadCache {
   struct BinUse {
     bool unrefilled_flush = false;       // the last flush came with no refill since the one before
     std::uint8_t refills_unflushed = 0;  // refills since the last flush, up to kProducerRefills
+    bool ever_refilled = false;          // its limit opened from unrefilled_limit to initial_limit
     // Refilled from the arena since the last flush.
     [[nodiscard]] bool refilled() const { return refills_unflushed != 0; }
     // Foreign regions at slots[limit() .. limit() + outgoing): the fill's limit (count +
@@ -501,6 +530,9 @@ class Allocator<Config>::ThreadCache {
   // Adds this cache's moves to the registry's total of gone caches (registry lock held).
   void retire_moves();
   [[gnu::hot]] void* refill(unsigned size_class);
+  // At a bin's first refill (once per class and thread: in every program): its limit from
+  // unrefilled_limit to initial_limit.
+  [[gnu::hot, gnu::noinline]] void open_bin(unsigned size_class);
   // A push that found the bin full: raises its limit if the budget allows, else flushes
   // half of it; then pushes. Takes the bin, not its class: the fast path keeps no copy of it.
   [[gnu::hot]] void push_overflowing(CacheBin* bin, void* p) noexcept;

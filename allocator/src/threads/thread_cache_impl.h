@@ -42,7 +42,7 @@ template <class Config>
 Allocator<Config>::ThreadCache::ThreadCache() {
   for (unsigned c = 0; c < kNumClasses; ++c) {
     bins_[c].slots = initial_slots_ + kCacheInitialOffsets[c];
-    bins_[c].set_limit(initial_limit(c));
+    bins_[c].set_limit(unrefilled_limit(c));
   }
 }
 
@@ -277,6 +277,8 @@ template <class Config>
 void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
   CacheBin& bin = bins_[size_class];
   BinUse& use = uses_[size_class];
+  if (!use.ever_refilled) [[unlikely]]
+    open_bin(size_class);
   // Outgoing regions that leave too little room for a batch go home first.
   if (bin.limit() < 2) send_home(size_class);
   // Half the limit, so that frees that follow find room; the whole limit for a bin its thread
@@ -292,6 +294,20 @@ void* Allocator<Config>::ThreadCache::refill(unsigned size_class) {
   bin.set_count(count);
   *static_cast<std::uintptr_t*>(p) = 0;
   return p;
+}
+
+// The outgoing regions, just above the limit, move up with it: they stay outgoing (sent home
+// here, the refill that follows could take them straight back).
+template <class Config>
+void Allocator<Config>::ThreadCache::open_bin(unsigned size_class) {
+  uses_[size_class].ever_refilled = true;
+  const unsigned more = kCacheOpenedAtFirstRefill[size_class];  // a load, not two divisions
+  if (more == 0) return;
+  CacheBin& bin = bins_[size_class];
+  const std::uint32_t limit = bin.limit();
+  std::memmove(bin.slots + limit + more, bin.slots + limit,
+               uses_[size_class].outgoing() * sizeof(void*));
+  bin.set_limit(limit + more);
 }
 
 template <class Config>
