@@ -11,6 +11,9 @@
 #   build/je2008-trees, build/je2008-fixed, build/je2008-pagemap
 #                    the same, every test, in the 2008 design (PAGEMALLOC_PRESET: no thread
 #                    caches, one arena, slabs up to 2 KiB) with each run manager
+#                    (hybrid, rbtree and je2008-pagemap leave out the suites of the run-manager
+#                    layer alone, which release and je2008-trees build with the same chunk size
+#                    and counters: tests/CMakeLists.txt)
 #   build/sanitize   RelWithDebInfo with ASan+UBSan: every googletest suite (labels `unit`, `api`,
 #                    `threads`, `process`: the folders of tests/)
 #   build/tsan       RelWithDebInfo with ThreadSanitizer: the threaded tests (label `threads`,
