@@ -3,7 +3,8 @@
 // kProducerRefills times without a flush (a producer's) refills its whole limit; a bin flushed
 // twice without a refill between (a consumer's) flushes all it holds; a bin left idle while
 // the cache ticks flushes what it holds above its initial limit; a bin its thread never refilled
-// holds at most its unrefilled limit. Each test runs on a fresh thread, whose bins start empty.
+// holds at most its unrefilled limit, and its first refill leaves its outgoing regions outgoing.
+// Each test runs on a fresh thread, whose bins start empty.
 #include <gtest/gtest.h>
 
 #include <pagemalloc/pagemalloc.h>
@@ -120,6 +121,29 @@ TEST(ThreadCacheBatches, ABinItsThreadNeverRefilledHoldsAtMostItsUnrefilledLimit
     EXPECT_EQ(cache->limit(kClass), initial);
     EXPECT_EQ(cache->cached(kClass), initial / 2 - 1);
     for (void* p : popped) pm_free(p);
+  });
+}
+
+// The first refill opens the bin above the foreign regions waiting in it: they stay outgoing,
+// to go home in their batch, and the refill does not hand one back to the thread that freed it.
+TEST(ThreadCacheBatches, AFirstRefillLeavesTheBinsOutgoingRegionsOutgoing) {
+  if (!pagemalloc::BuildConfig::kThreadCaches) GTEST_SKIP() << "a design without thread caches";
+  const unsigned initial = ThreadCache::initial_limit(kClass);
+  const unsigned unrefilled = ThreadCache::unrefilled_limit(kClass);
+  void* handed = pm_malloc(kSize);  // the main thread's: foreign to the thread below
+  on_fresh_thread([&] {
+    pm_free(pm_malloc(8));  // the thread's cache, and a refill of another class
+    const ThreadCache* cache = ThreadCache::current();
+    ASSERT_NE(cache, nullptr);
+    pm_free(handed);
+    ASSERT_EQ(cache->outgoing(kClass), 1u) << "the free was not foreign: the test shows nothing";
+    ASSERT_EQ(cache->limit(kClass), unrefilled - 1);
+    void* own = pm_malloc(kSize);  // the bin's first refill
+    EXPECT_NE(own, handed);
+    EXPECT_EQ(cache->outgoing(kClass), 1u) << "the opening sent the outgoing region home";
+    EXPECT_EQ(cache->limit(kClass), initial - 1);
+    EXPECT_TRUE(cache->holds(kClass, handed));
+    pm_free(own);
   });
 }
 

@@ -78,6 +78,7 @@
 // threads each free the blocks of the one before them, which exited).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
@@ -113,20 +114,19 @@ constexpr unsigned cache_capacity(unsigned size_class) {
                                        : unsigned(by_bytes);
 }
 
-// The regions a bin holds before its thread's first refill of its class: 8 KiB worth, at
-// least 2, at most its initial limit. A thread that frees blocks of a class it has never
-// allocated (the last thread left freeing what finished threads made: every granule is then
-// its own) would not reuse them; the rest of its initial limit opens at that first refill.
-constexpr unsigned cache_unrefilled_limit(unsigned size_class) {
-  const std::size_t by_bytes = (std::size_t{8} << 10) / kAllSizeClasses[size_class].size;
-  const unsigned initial = cache_initial_limit(size_class);
-  return by_bytes < 2 ? 2 : by_bytes > initial ? initial : unsigned(by_bytes);
-}
-
 // The most foreign regions a bin keeps before they go home (outgoing): 8 KiB worth, at least 2.
 constexpr unsigned cache_foreign_limit(unsigned size_class) {
   const std::size_t by_bytes = (std::size_t{8} << 10) / kAllSizeClasses[size_class].size;
   return by_bytes < 2 ? 2 : unsigned(by_bytes);
+}
+
+// The regions a bin holds before its thread's first refill of its class: its foreign limit (8
+// KiB worth, so that a consumer's outgoing batches keep their size), at most its initial limit.
+// A thread that frees blocks of a class it has never allocated (the last thread left freeing
+// what finished threads made: every granule is then its own) would not reuse them; the rest
+// of its initial limit opens at that first refill.
+constexpr unsigned cache_unrefilled_limit(unsigned size_class) {
+  return std::min(cache_foreign_limit(size_class), cache_initial_limit(size_class));
 }
 
 // The chunks a thread remembers as its arena's (ThreadCache::owns_chunk): 64 MiB of chunks in
@@ -145,22 +145,16 @@ inline constexpr std::uint64_t kOwnedWindowMs = 1000;
 // Per class, of every class any design has (a design's classes are the first of these:
 // size_classes.h): a bin's limit before its first refill, the slots that refill opens, and its
 // foreign limit.
-inline constexpr auto kCacheUnrefilledLimits = [] {
-  std::array<std::uint32_t, kAllClassesCount> limits{};
-  for (unsigned c = 0; c < kAllClassesCount; ++c) limits[c] = cache_unrefilled_limit(c);
-  return limits;
-}();
-inline constexpr auto kCacheOpenedAtFirstRefill = [] {
-  std::array<std::uint32_t, kAllClassesCount> slots{};
-  for (unsigned c = 0; c < kAllClassesCount; ++c)
-    slots[c] = cache_initial_limit(c) - cache_unrefilled_limit(c);
-  return slots;
-}();
-inline constexpr auto kCacheForeignLimits = [] {
-  std::array<std::uint32_t, kAllClassesCount> limits{};
-  for (unsigned c = 0; c < kAllClassesCount; ++c) limits[c] = cache_foreign_limit(c);
-  return limits;
-}();
+template <class PerClass>
+constexpr std::array<std::uint32_t, kAllClassesCount> cache_class_table(PerClass of_class) {
+  std::array<std::uint32_t, kAllClassesCount> table{};
+  for (unsigned c = 0; c < kAllClassesCount; ++c) table[c] = of_class(c);
+  return table;
+}
+inline constexpr auto kCacheUnrefilledLimits = cache_class_table(cache_unrefilled_limit);
+inline constexpr auto kCacheOpenedAtFirstRefill = cache_class_table(
+    [](unsigned c) { return cache_initial_limit(c) - cache_unrefilled_limit(c); });
+inline constexpr auto kCacheForeignLimits = cache_class_table(cache_foreign_limit);
 
 // Where each class's slots start in a cache's packed area (initial limits, one class after
 // another).
