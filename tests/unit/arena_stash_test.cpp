@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -218,6 +219,100 @@ TEST(ArenaStash, ThreadsTradingTwoClassesLoseNothingAndTheChecksHoldMeanwhile) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_GE(checks.load(), kMinChecks);
+  EXPECT_EQ(arena->stats().allocated, 0u);
+  EXPECT_EQ(arena->stats().blocks, 0u);
+  EXPECT_EQ(arena->check_blocks(), nullptr);
+}
+
+// Allocates n regions of the class into out (batches of up to 64); whether all came.
+bool allocate_all(Arena& arena, unsigned size_class, std::vector<void*>& out) {
+  for (std::size_t got = 0; got < out.size();) {
+    const unsigned want = unsigned(std::min<std::size_t>(64, out.size() - got));
+    const unsigned n = arena.alloc_batch(size_class, out.data() + got, want);
+    if (n == 0) return false;
+    got += n;
+  }
+  return true;
+}
+
+TEST(ArenaStash, RegionsNoRefillTookWhileTheArenaCutFreshSlabsGoBackToTheirSlab) {
+  if (!pagemalloc::BuildConfig::kTransferStash)
+    GTEST_SKIP() << "a design without stashes frees every flushed region to its slab";
+  auto arena = std::make_unique<Arena>(4107);
+  const pagemalloc::SizeClass& sc = pagemalloc::kSizeClasses[kClass];
+  std::vector<void*> whole(sc.regions);
+  ASSERT_TRUE(allocate_all(*arena, kClass, whole));  // the whole of one fresh slab
+  std::vector<void*> next(1);
+  ASSERT_TRUE(allocate_all(*arena, kClass, next));      // the bin's current slab is another now
+  arena->free_batch(whole.data(), sc.regions, "test");  // into the stash
+  ASSERT_EQ(arena->stats().active_pages, 2 * sc.slab_pages);
+  // Another class's slabs, kept live: fresh pages enough for three looks at the stashes. The
+  // first may find the stashed regions just stashed; the next finds them untaken since.
+  const unsigned other = pagemalloc::size_class_of(1024);
+  const pagemalloc::SizeClass& so = pagemalloc::kSizeClasses[other];
+  const std::size_t slabs = 3 * Arena::kStashLookPages / so.slab_pages + 1;
+  std::vector<void*> live(slabs * so.regions);
+  ASSERT_TRUE(allocate_all(*arena, other, live));
+  const pagemalloc::ArenaStats stats = arena->stats();
+  EXPECT_EQ(stats.active_pages, sc.slab_pages + slabs * so.slab_pages)
+      << "the slab of the stashed regions is still in use";
+  EXPECT_EQ(stats.allocated, kSize + live.size() * so.size);
+  EXPECT_EQ(stats.blocks, 1 + live.size());
+  EXPECT_EQ(arena->check_blocks(), nullptr);
+  // Regions the stash has handed out since its last look stay in it: a slab's regions
+  // stashed again, and a refill that takes 8 of them and a flush that returns them between
+  // any two slabs of the other class, keep that slab in use (its bin's current slab is
+  // another, so that it would go back to the run manager if it emptied).
+  std::vector<void*> rest(sc.regions - 1);
+  ASSERT_TRUE(allocate_all(*arena, kClass, rest));  // the slab of `next`, full
+  std::vector<void*> last(1);
+  ASSERT_TRUE(allocate_all(*arena, kClass, last));  // current now
+  arena->free_batch(next.data(), 1, "test");
+  arena->free_batch(rest.data(), unsigned(rest.size()), "test");
+  std::vector<void*> more(slabs * so.regions);
+  for (std::size_t got = 0; got < more.size(); got += so.regions) {
+    void* traded[8];
+    ASSERT_EQ(arena->alloc_batch(kClass, traded, 8), 8u);
+    arena->free_batch(traded, 8, "test");
+    ASSERT_EQ(arena->alloc_batch(other, more.data() + got, so.regions), so.regions);
+  }
+  EXPECT_EQ(arena->stats().active_pages, 2 * sc.slab_pages + 2 * slabs * so.slab_pages)
+      << "the slab of the regions traded through the stash was given back";
+  EXPECT_EQ(arena->check_blocks(), nullptr);
+  arena->free_batch(last.data(), 1, "test");
+  arena->free_batch(live.data(), unsigned(live.size()), "test");
+  arena->free_batch(more.data(), unsigned(more.size()), "test");
+  EXPECT_EQ(arena->stats().allocated, 0u);
+  EXPECT_EQ(arena->check_blocks(), nullptr);
+}
+
+TEST(ArenaStash, ThreadsTradingThroughTheStashWhileTheArenaLooksAtItLoseNothing) {
+  auto arena = std::make_unique<Arena>(4108);
+  constexpr int kThreads = 2, kRounds = 20000, kBatch = 24;
+  std::atomic<bool> cutting{true};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      void* regions[kBatch];
+      for (int r = 0; r < kRounds || cutting.load(); ++r) {
+        const unsigned n = arena->alloc_batch(kClass, regions, kBatch);
+        arena->free_batch(regions, n, "test");
+        if (n != unsigned(kBatch)) {
+          ADD_FAILURE() << "a refill of " << kBatch << " regions got " << n;
+          break;
+        }
+      }
+    });
+  }
+  // Fresh slabs of another class for eight looks, freed, while the threads trade.
+  const unsigned other = pagemalloc::size_class_of(1024);
+  const pagemalloc::SizeClass& so = pagemalloc::kSizeClasses[other];
+  std::vector<void*> live(8 * Arena::kStashLookPages / so.slab_pages * so.regions);
+  EXPECT_TRUE(allocate_all(*arena, other, live));
+  EXPECT_EQ(arena->check_blocks(), nullptr);
+  arena->free_batch(live.data(), unsigned(live.size()), "test");
+  cutting.store(false);
+  for (std::thread& t : threads) t.join();
   EXPECT_EQ(arena->stats().allocated, 0u);
   EXPECT_EQ(arena->stats().blocks, 0u);
   EXPECT_EQ(arena->check_blocks(), nullptr);

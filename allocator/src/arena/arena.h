@@ -11,7 +11,8 @@
 //                       that trade regions of different classes do not queue on one lock).
 //                       A class has a stash per set of CPUs (stash_sets()): a region flushed
 //                       on a CPU goes first to a refill on the same CPU, whose caches still
-//                       hold its lines
+//                       hold its lines. What lay in a stash untaken while the arena cut
+//                       kStashLookPages of fresh slabs goes back to its slabs
 //   large (< a chunk)   a run of whole pages, its length in the page map's first entry
 //
 // Slow paths (a new slab, a run freed) tick the decay clock; free runs that stayed dirty for
@@ -305,6 +306,8 @@ class Allocator<Config>::Arena {
   // most `bytes` and no more than the excess. Returns the bytes purged.
   std::size_t purge_excess(std::size_t bytes);
   static constexpr std::uint64_t kIdleMs = 50;
+  // Pages of fresh slabs between two looks at the stashes (give_back_untaken_stashed).
+  static constexpr std::size_t kStashLookPages = 256;
   static constexpr std::size_t kResidentSlackBytes = std::size_t{1} << 20;
   // A large block for a neighbour (ArenaNeighbours::lend): served only if the lock is free and
   // the arena keeps, beyond its allowance, as many freed pages resident as the block needs;
@@ -351,12 +354,18 @@ class Allocator<Config>::Arena {
   // lock, taken after lock_ when both are held. Regions that pass through it without lock_
   // are counted in handed_out (handed out less taken back), not in allocated_ and blocks_:
   // the arena's totals are the sums (stats(), check_blocks()). On a line of its own.
+  // Slots 0 .. untaken-1 hold regions that lay there untaken since the arena last looked
+  // (give_back_untaken_stashed): the least count since, so never above the count.
   struct alignas(64) Stash {
     Lock lock;
     std::int64_t handed_out = 0;
+    unsigned untaken = 0;  // under the lock
     // Written under the lock; read without it only as a hint (an empty stash is not locked).
     [[nodiscard]] unsigned count() const { return count_.load(std::memory_order_relaxed); }
-    void set_count(unsigned n) { count_.store(n, std::memory_order_relaxed); }
+    void set_count(unsigned n) {
+      count_.store(n, std::memory_order_relaxed);
+      if (n < untaken) untaken = n;
+    }
 
    private:
     std::atomic<unsigned> count_{0};
@@ -396,6 +405,11 @@ class Allocator<Config>::Arena {
   HandedOut stash_handed_out();
 
   [[gnu::hot]] Slab* next_slab(SlabBin& bin, unsigned size_class);
+  // Requires: lock_ held. Every kStashLookPages pages of fresh slabs, the arena looks at its
+  // stashes: the regions that lay in one untaken since the last look go back to their slabs
+  // (and a slab they empty, to the run manager), so that a stash no refill draws on keeps no
+  // pages from the program while the arena cuts new ones.
+  [[gnu::hot, gnu::noinline]] void give_back_untaken_stashed();
   // Requires: lock_ held. alloc_batch's and alloc_large's work.
   [[gnu::hot]] unsigned alloc_batch_locked(unsigned size_class, void** out, unsigned n);
   [[gnu::hot]] void* alloc_large_locked(std::size_t bytes, std::size_t align, bool& zeroed);
@@ -522,7 +536,8 @@ class Allocator<Config>::Arena {
   std::size_t allocated_ = 0;
   std::size_t blocks_ = 0;
   std::size_t active_pages_ = 0;
-  std::size_t slab_pages_ = 0;  // of active_pages_, those of slabs
+  std::size_t slab_pages_ = 0;        // of active_pages_, those of slabs
+  std::size_t fresh_slab_pages_ = 0;  // cut since the stashes were last looked at
   std::size_t purged_pages_ = 0;
   std::size_t resident_pages_ = 0;    // estimated (growth())
   std::uint64_t full_ms_ = 0;         // when the active pages last reached resident_pages_

@@ -358,6 +358,11 @@ unsigned Allocator<Config>::Arena::give_back_run(Slab* slab, void* const* region
 // Requires: lock_ held; bin.current is null or full.
 template <class Config>
 Slab* Allocator<Config>::Arena::next_slab(SlabBin& bin, unsigned size_class) {
+  if (Config::kTransferStash && fresh_slab_pages_ >= kStashLookPages) [[unlikely]] {
+    give_back_untaken_stashed();
+    // Regions given back to the bin's own slab (full, as it was left) make it current again.
+    if (bin.current != nullptr && bin.current->free_count != 0) return bin.current;
+  }
   if (Slab* s = bin.partial.front()) {
     bin.partial.remove(s);
     s->listed = false;
@@ -382,8 +387,34 @@ Slab* Allocator<Config>::Arena::next_slab(SlabBin& bin, unsigned size_class) {
         PageEntry::slab(slab, size_class, unsigned(i));
   active_pages_ += sc.slab_pages;
   slab_pages_ += sc.slab_pages;
+  fresh_slab_pages_ += sc.slab_pages;
   bin.current = slab;
   return slab;
+}
+
+// Requires: lock_ held.
+template <class Config>
+void Allocator<Config>::Arena::give_back_untaken_stashed() {
+  fresh_slab_pages_ = 0;
+  for (unsigned set = 0; set < stash_sets(); ++set) {
+    for (unsigned c = 0; c < kNumClasses; ++c) {
+      Stash& stash = stashes_[set][c];
+      if (stash.count() == 0) continue;  // a hint: untaken is never above the count
+      LockGuard stash_guard(stash.lock);
+      const unsigned n = stash.untaken;
+      void** slots = stash_of(set, c);
+      allocated_ += std::size_t(n) * kSizeClasses[c].size;  // give_back_run subtracts it again
+      blocks_ += n;
+      for (unsigned i = 0; i < n;) {
+        PageEntry e = page_entry(chunk_base_of(slots[i]), page_index_of(slots[i]));
+        i += give_back_run(static_cast<Slab*>(e.slab_descriptor()), slots + i, n - i, "free");
+      }
+      const unsigned kept = stash.count() - n;
+      std::memmove(slots, slots + n, kept * sizeof(void*));
+      stash.set_count(kept);
+      stash.untaken = kept;
+    }
+  }
 }
 
 // Requires: lock_ held. A later free of any region of the slab is taken for a double free.

@@ -228,6 +228,7 @@ const char* Allocator<Config>::Arena::check_blocks() {
       }
       LockGuard stash_guard(stash.lock);
       if (stash.count() > stash_capacity(c)) return "a bin's stash holds more than its capacity";
+      if (stash.untaken > stash.count()) return "a stash counts more regions untaken than it holds";
       const SizeClass& sc = kSizeClasses[c];
       for (unsigned k = 0; k < stash.count(); ++k) {
         const auto* p = static_cast<const std::byte*>(stash_of(set, c)[k]);
