@@ -171,14 +171,21 @@ TEST(ThreadCacheBatches, ABinGrowsOnlyAfterRefillsOfMoreThanOneBatch) {
   }
 }
 
-// A bin that grew and then sees no push or pop while its cache ticks gives back what it holds
-// above its initial limit (thread_cache.h): a thread that moved on to other sizes keeps no
-// hundreds of regions of the old ones, nor their slabs.
-TEST(ThreadCacheBatches, AnIdleBinGivesBackWhatItHoldsAboveItsInitialLimit) {
+// A bin that sees no push or pop while its cache ticks gives back all it holds, to its slabs
+// (thread_cache.h): a thread that moved on to other sizes keeps neither the old ones' regions
+// nor their slabs, which go back to the run manager (the bin's current slab too).
+TEST(ThreadCacheBatches, AnIdleBinGivesBackAllItHoldsAndItsSlabs) {
   on_fresh_thread([] {
     constexpr std::size_t kOtherSize = 448;
     constexpr unsigned kOtherClass = pagemalloc::size_class_of(kOtherSize);
     static_assert(kOtherClass != kClass);
+    const auto active = [] {
+      pm_stats stats;
+      pm_stats_get(&stats);
+      return stats.active;
+    };
+    pm_free(pm_malloc(kOtherSize));  // the other class's bin and slab, before the count
+    const std::size_t active_before = active();
     const unsigned limit = ThreadCache::initial_limit(kClass);
     std::vector<void*> blocks(2 * limit);
     for (void*& p : blocks) p = pm_malloc(kSize);  // refills: the bin grows when it overflows
@@ -186,12 +193,14 @@ TEST(ThreadCacheBatches, AnIdleBinGivesBackWhatItHoldsAboveItsInitialLimit) {
     const ThreadCache* cache = ThreadCache::current();
     ASSERT_NE(cache, nullptr);
     ASSERT_GT(cache->cached(kClass), limit) << "the bin did not grow";
+    ASSERT_GT(active(), active_before);
     // Two looks at every bin: the first sees it as it is, the second finds it unchanged.
     const std::size_t passes = 2 * (pagemalloc::kNumClasses / ThreadCache::kIdleBinsPerTick + 1);
     for (std::size_t i = 0; i < (passes + 1) * pagemalloc::kDecayTickBinPushes; ++i)
       pm_free(pm_malloc(kOtherSize));
-    EXPECT_EQ(cache->cached(kClass), limit) << "an idle bin kept what it grew to hold";
+    EXPECT_EQ(cache->cached(kClass), 0u) << "an idle bin kept regions";
     EXPECT_GT(cache->cached(kOtherClass), 0u) << "the bin in use gave its regions back";
+    EXPECT_EQ(active(), active_before) << "the idle class's slabs are still in use";
   });
 }
 

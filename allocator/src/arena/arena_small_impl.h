@@ -92,6 +92,23 @@ void Allocator<Config>::Arena::free_batch(void* const* regions, unsigned n, cons
 }
 
 template <class Config>
+void Allocator<Config>::Arena::free_idle_batch(void* const* regions, unsigned n) {
+  if (n == 0) return;
+  const unsigned size_class =
+      page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
+  Locked guard(*this);
+  for (unsigned i = 0; i < n;) {
+    PageEntry e = page_entry(chunk_base_of(regions[i]), page_index_of(regions[i]));
+    i += give_back_run(static_cast<Slab*>(e.slab_descriptor()), regions + i, n - i, "free");
+  }
+  SlabBin& bin = bins_[size_class];
+  if (Slab* slab = bin.current; slab != nullptr && slab->empty()) {
+    bin.current = nullptr;
+    release_slab(slab);
+  }
+}
+
+template <class Config>
 bool Allocator<Config>::Arena::take_stashed(unsigned size_class, void** out, unsigned n) {
   if (!Config::kTransferStash || remote_waiting(size_class) || deferred_large_.maybe_nonempty())
     return false;

@@ -32,15 +32,16 @@
 // returns the regions and the record when the thread exits; a thread that is exiting, or
 // that is setting up its cache, bypasses the cache.
 //
-// Idle bins give back what they grew to hold (as jemalloc's tcache GC, by events): at each
-// decay tick of a cache (every kDecayTickBinPushes frees into one of its bins) the cache looks
-// at its next kIdleBinsPerTick bins in turn, and a bin that holds more regions than its initial
-// limit and has seen no push or pop since its last look flushes the oldest down to that limit.
-// A program that moves on from one size to others (batches of 2 KiB blocks, then of 4 KiB ones)
-// does not keep the old classes' hundreds of regions, and their slabs, for the rest of the
-// thread's life. Flushing every region of an idle bin cost more than it gave: the classes a
-// program uses now and then came back to fresh slabs while their regions lay scattered over
-// part-used ones (espresso's pattern in the memory study, a quarter of a MiB more at its peak).
+// Idle bins give back all they hold (as jemalloc's tcache GC, by events): at each decay tick of
+// a cache (every kDecayTickBinPushes frees into one of its bins) the cache looks at its next
+// kIdleBinsPerTick bins in turn, and a bin that has seen no push or pop since its last look
+// returns every region it holds to its slabs, past the arena's stash, and the class's current
+// slab, if that leaves it empty, to the run manager (flush_idle, Arena::free_idle_batch). A
+// program that moves on from one size to others (batches of 2 KiB blocks, then of 4 KiB ones),
+// or that uses dozens of classes now and then (espresso's arrays of every size), keeps neither
+// the regions of the classes it is not using nor their slabs. Flushed only down to the initial
+// limit, or into the stash, those regions kept their slabs from emptying: espresso's pattern
+// held 1.2 MiB so, in its caches and the stashes (docs/measurements.md).
 //
 // Medium blocks (large requests up to the design's kMaxMediumSize, rounded to their medium
 // class: medium_classes.h) wait in the cache's medium bins (medium_bins.h) for the next
@@ -533,10 +534,11 @@ class Allocator<Config>::ThreadCache {
   [[gnu::hot, gnu::noinline]] void push_overflowing_disarmed(CacheBin* bin, void* p) noexcept;
   // Returns the n oldest regions to their arenas; returns the new count.
   [[gnu::hot]] std::uint32_t flush(unsigned size_class, unsigned n);
-  // A decay tick of this cache (push_to): looks at the next kIdleBinsPerTick bins and flushes
-  // each that has not changed since the last look down to its initial limit, then ticks the
-  // decay. Out of line: the free path that inlines push_to carries one call for both.
-  // Requires: no lock held.
+  // An idle bin's regions (none outgoing) to their slabs (Arena::free_idle_batch).
+  [[gnu::hot, gnu::noinline]] void flush_idle(unsigned size_class);
+  // A decay tick of this cache (push_to): looks at the next kIdleBinsPerTick bins and empties
+  // each that has not changed since the last look (flush_idle), then ticks the decay. Out of line:
+  // the free path that inlines push_to carries one call for both. Requires: no lock held.
   [[gnu::hot, gnu::noinline]] void on_decay_tick() noexcept;
   // push_to's tick, of `bin` (nullptr: on_decay_tick's): the decay's tick, or while a bin is
   // armed (below) on_sampled_tick's.

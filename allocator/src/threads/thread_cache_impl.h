@@ -329,10 +329,9 @@ inline void Allocator<Config>::ThreadCache::decay_tick_work() noexcept {
     idle_next_ = c + 1 == kNumClasses ? 0 : c + 1;
     const std::uint64_t fill = bins_[c].fill.load(std::memory_order_relaxed);
     // A push changes the pushes' field, a pop the count: an equal fill saw neither.
-    const std::uint32_t keep = initial_limit(c);  // what a bin that never grew may hold
     if (fill == idle_seen_[c]) {
       send_home(c);
-      if (bins_[c].count() > keep) flush(c, bins_[c].count() - keep);
+      if (bins_[c].count() != 0) flush_idle(c);
     }
     idle_seen_[c] = bins_[c].fill.load(std::memory_order_relaxed);
   }
@@ -397,6 +396,16 @@ void Allocator<Config>::ThreadCache::push_overflowing_disarmed(CacheBin* full, v
   }
   bin.slots[count] = p;
   bin.set_count(count + 1);
+}
+
+template <class Config>
+void Allocator<Config>::ThreadCache::flush_idle(unsigned size_class) {
+  CacheBin& bin = bins_[size_class];
+  BinUse& use = uses_[size_class];
+  arena_->free_idle_batch(bin.slots, bin.count());
+  use.unrefilled_flush = !use.refilled();
+  use.refills_unflushed = 0;
+  bin.set_count(0);
 }
 
 template <class Config>
