@@ -124,7 +124,10 @@ int main(int argc, char** argv) {
         f = cover_intersect(&live[i], &live[j], (uint32_t)random_between(&r, 1, most), &r);
         break;
     }
-    if (f.count == 0) f = cover_random(&r, 2, 1 + (uint32_t)(round % 16));
+    if (f.count == 0) {  /* an empty intersection: its array goes, a small random cover instead */
+      free(f.cube);
+      f = cover_random(&r, 2, 1 + (uint32_t)(round % 16));
+    }
     cubes_built += f.count;
     const uint32_t victim = (uint32_t)random_between(&r, 0, covers - 1);
     cover_free(&live[victim]);
