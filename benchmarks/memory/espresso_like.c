@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
         f = cover_intersect(&live[i], &live[j], (uint32_t)random_between(&r, 1, most), &r);
         break;
     }
-    if (f.count == 0) {  /* an empty intersection: its array goes, a small random cover instead */
+    if (f.count == 0) { /* an empty intersection: its array goes, a small random cover instead */
       free(f.cube);
       f = cover_random(&r, 2, 1 + (uint32_t)(round % 16));
     }
