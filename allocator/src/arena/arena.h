@@ -241,8 +241,9 @@ class Allocator<Config>::Arena {
   [[gnu::hot]] void free_batch(void* const* regions, unsigned n, const char* call);
   // Frees n small regions of one class that a thread cache's idle bin held: to their slabs,
   // past the stash (a class the thread stopped using would keep the same slabs there), and the
-  // bin's current slab, if that leaves it empty, to the run manager.
-  [[gnu::hot, gnu::noinline]] void free_idle_batch(void* const* regions, unsigned n);
+  // bin's current slab, if that leaves it empty, to the run manager. Only if the arena's lock
+  // is free: whether it was (else nothing is freed, and the bin keeps its regions).
+  [[gnu::hot, gnu::noinline]] bool free_idle_batch(void* const* regions, unsigned n);
   // Frees n small regions of one class from a thread whose cache belongs to another arena,
   // without waiting for the arena's lock: to its stash if the lock is free, else to the
   // class's inbox, taken by the next refill of that class, which hands them out first. The

@@ -92,11 +92,12 @@ void Allocator<Config>::Arena::free_batch(void* const* regions, unsigned n, cons
 }
 
 template <class Config>
-void Allocator<Config>::Arena::free_idle_batch(void* const* regions, unsigned n) {
-  if (n == 0) return;
+bool Allocator<Config>::Arena::free_idle_batch(void* const* regions, unsigned n) {
+  if (n == 0) return true;
+  // A bin idle now is idle at a later look too: no thread waits for it.
+  if (!lock_.try_lock()) return false;
   const unsigned size_class =
       page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
-  Locked guard(*this);
   for (unsigned i = 0; i < n;) {
     PageEntry e = page_entry(chunk_base_of(regions[i]), page_index_of(regions[i]));
     i += give_back_run(static_cast<Slab*>(e.slab_descriptor()), regions + i, n - i, "free");
@@ -106,6 +107,8 @@ void Allocator<Config>::Arena::free_idle_batch(void* const* regions, unsigned n)
     bin.current = nullptr;
     release_slab(slab);
   }
+  unlock();
+  return true;
 }
 
 template <class Config>

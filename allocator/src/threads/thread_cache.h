@@ -36,7 +36,8 @@
 // a cache (every kDecayTickBinPushes frees into one of its bins) the cache looks at its next
 // kIdleBinsPerTick bins in turn, and a bin that has seen no push or pop since its last look
 // returns every region it holds to its slabs, past the arena's stash, and the class's current
-// slab, if that leaves it empty, to the run manager (flush_idle, Arena::free_idle_batch). A
+// slab, if that leaves it empty, to the run manager (flush_idle, Arena::free_idle_batch; only
+// when the arena's lock is free, so that no thread waits for it: else at a later look). A
 // program that moves on from one size to others (batches of 2 KiB blocks, then of 4 KiB ones),
 // or that uses dozens of classes now and then (espresso's arrays of every size), keeps neither
 // the regions of the classes it is not using nor their slabs. Flushed only down to the initial
@@ -534,7 +535,8 @@ class Allocator<Config>::ThreadCache {
   [[gnu::hot, gnu::noinline]] void push_overflowing_disarmed(CacheBin* bin, void* p) noexcept;
   // Returns the n oldest regions to their arenas; returns the new count.
   [[gnu::hot]] std::uint32_t flush(unsigned size_class, unsigned n);
-  // An idle bin's regions (none outgoing) to their slabs (Arena::free_idle_batch).
+  // An idle bin's regions (none outgoing) to their slabs (Arena::free_idle_batch), unless the
+  // arena's lock is held: a later look empties it then.
   [[gnu::hot, gnu::noinline]] void flush_idle(unsigned size_class);
   // A decay tick of this cache (push_to): looks at the next kIdleBinsPerTick bins and empties
   // each that has not changed since the last look (flush_idle), then ticks the decay. Out of line:

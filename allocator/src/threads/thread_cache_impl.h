@@ -402,7 +402,7 @@ template <class Config>
 void Allocator<Config>::ThreadCache::flush_idle(unsigned size_class) {
   CacheBin& bin = bins_[size_class];
   BinUse& use = uses_[size_class];
-  arena_->free_idle_batch(bin.slots, bin.count());
+  if (!arena_->free_idle_batch(bin.slots, bin.count())) return;  // the next look, then
   use.unrefilled_flush = !use.refilled();
   use.refills_unflushed = 0;
   bin.set_count(0);
