@@ -463,6 +463,14 @@ class Allocator<Config>::Arena {
   // whose room is counted (tests/dropin/hot_text.sh).
   [[gnu::hot, gnu::noinline, gnu::noclone]] unsigned give_back_run(Slab* slab, void* const* regions,
                                                                    unsigned n, const char* call);
+  // Requires: lock_ held. Gives back n small regions of this arena to their slabs, a run of
+  // one slab at a time (give_back_run).
+  void give_back_regions(void* const* regions, unsigned n, const char* call) {
+    for (unsigned i = 0; i < n;) {
+      const PageEntry e = page_entry(chunk_base_of(regions[i]), page_index_of(regions[i]));
+      i += give_back_run(static_cast<Slab*>(e.slab_descriptor()), regions + i, n - i, call);
+    }
+  }
   // Requires: lock_ held. Releases it and reports p's misuse (give_back_run's, out of its
   // hot text).
   [[noreturn, gnu::cold, gnu::noinline]] void report_in_run(const void* p, const char* what,

@@ -98,10 +98,7 @@ bool Allocator<Config>::Arena::free_idle_batch(void* const* regions, unsigned n)
   if (!lock_.try_lock()) return false;
   const unsigned size_class =
       page_entry(chunk_base_of(regions[0]), page_index_of(regions[0])).size_class();
-  for (unsigned i = 0; i < n;) {
-    PageEntry e = page_entry(chunk_base_of(regions[i]), page_index_of(regions[i]));
-    i += give_back_run(static_cast<Slab*>(e.slab_descriptor()), regions + i, n - i, "free");
-  }
+  give_back_regions(regions, n, "free");
   SlabBin& bin = bins_[size_class];
   if (Slab* slab = bin.current; slab != nullptr && slab->empty()) {
     bin.current = nullptr;
@@ -186,11 +183,7 @@ void Allocator<Config>::Arena::free_batch_locked(void* const* regions, unsigned 
   // A batch's regions come in runs of one slab (a refill takes them a slab at a time, and a
   // program frees them in much the order it made them): one page-entry look, one bin-list
   // update and one count per run, not per region.
-  for (unsigned i = 0; i < n;) {
-    void* p = regions[i];
-    PageEntry e = page_entry(chunk_base_of(p), page_index_of(p));
-    i += give_back_run(static_cast<Slab*>(e.slab_descriptor()), regions + i, n - i, call);
-  }
+  give_back_regions(regions, n, call);
 }
 
 template <class Config>
@@ -425,10 +418,7 @@ void Allocator<Config>::Arena::give_back_untaken_stashed() {
       void** slots = stash_of(set, c);
       allocated_ += std::size_t(n) * kSizeClasses[c].size;  // give_back_run subtracts it again
       blocks_ += n;
-      for (unsigned i = 0; i < n;) {
-        PageEntry e = page_entry(chunk_base_of(slots[i]), page_index_of(slots[i]));
-        i += give_back_run(static_cast<Slab*>(e.slab_descriptor()), slots + i, n - i, "free");
-      }
+      give_back_regions(slots, n, "free");
       const unsigned kept = stash.count() - n;
       std::memmove(slots, slots + n, kept * sizeof(void*));
       stash.set_count(kept);
